@@ -1,0 +1,23 @@
+"""What things are: frozen, validated specs. No arithmetic beyond derived properties."""
+
+from trainrig.specs.gpu import GPU, PeakTflops
+from trainrig.specs.hardware import CPU, HostMemory, Link, Storage
+from trainrig.specs.job import HardwareSpec, Job, NetworkSpec, TrainingSpec
+from trainrig.specs.model import ModelPreset, ModelSpec
+from trainrig.specs.profile import HardwareProfile
+
+__all__ = [
+    "GPU",
+    "PeakTflops",
+    "CPU",
+    "HostMemory",
+    "Link",
+    "Storage",
+    "HardwareSpec",
+    "Job",
+    "NetworkSpec",
+    "TrainingSpec",
+    "ModelPreset",
+    "ModelSpec",
+    "HardwareProfile",
+]

@@ -1,0 +1,81 @@
+"""What a GPU (or other accelerator) is: the datasheet figures the performance model starts from."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from trainrig.specs.base import CatalogEntry, FrozenSpec
+
+__all__ = ["GPU", "PeakTflops", "Precision", "MemoryType"]
+
+Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"]
+MemoryType = Literal["HBM2", "HBM2e", "HBM3", "HBM3e", "GDDR6", "GDDR6X", "GDDR7"]
+
+
+class PeakTflops(FrozenSpec):
+    """Dense peak rates in TFLOP/s (int8 in TOPS) at boost clock; null where the chip lacks the format.
+
+    Never the 2:4 structured-sparsity figure that datasheets print beside the dense one.
+    """
+
+    fp64: float | None = Field(default=None, gt=0)
+    """FP64; the tensor-core rate where the chip has FP64 matrix units, else the vector rate."""
+    fp32: float | None = Field(default=None, gt=0)
+    """FP32 on the vector units (CUDA cores / stream processors), not TF32."""
+    tf32: float | None = Field(default=None, gt=0)
+    """TF32 (or AMD XF32) on the matrix units, dense."""
+    fp16: float | None = Field(default=None, gt=0)
+    """FP16 on the matrix units with FP32 accumulate, dense."""
+    bf16: float | None = Field(default=None, gt=0)
+    """BF16 on the matrix units with FP32 accumulate, dense."""
+    fp8: float | None = Field(default=None, gt=0)
+    """FP8 (E4M3/E5M2) on the matrix units, dense."""
+    int8: float | None = Field(default=None, gt=0)
+    """INT8 on the matrix units, dense, in TOPS."""
+
+
+class GPU(CatalogEntry):
+    """One accelerator model, as its vendor's datasheet describes it."""
+
+    vendor: Literal["nvidia", "amd", "intel"]
+    """Who makes it."""
+    architecture: str
+    """Micro-architecture, e.g. `Hopper`, `CDNA3`, `Gaudi2`."""
+    form_factor: Literal["sxm", "pcie", "oam", "nvl", "hgx"]
+    """Board form factor; decides the default scale-up link and power envelope."""
+    memory_gib: float = Field(gt=0)
+    """Device memory as marketed (HBM and GDDR capacities are binary, so GB on the box ≈ GiB)."""
+    memory_type: MemoryType
+    """DRAM technology."""
+    memory_bandwidth_gbs: float = Field(gt=0)
+    """Peak device-memory bandwidth in GB/s (10^9 bytes/s)."""
+    memory_bus_width_bits: int = Field(gt=0)
+    """Memory interface width in bits."""
+    peak_tflops: PeakTflops
+    """Dense peak arithmetic rates per precision."""
+    compute_units: int = Field(gt=0)
+    """SMs (NVIDIA), CUs (AMD) or matrix engines + TPCs (Gaudi): the units a GEMM's tiles spread over."""
+    matrix_cores: int | None = Field(default=None, gt=0)
+    """Tensor Cores (NVIDIA), Matrix Cores (AMD) or MMEs (Gaudi); null where not published."""
+    boost_clock_mhz: float = Field(gt=0)
+    """The clock the peak rates assume."""
+    tdp_w: float = Field(gt=0)
+    """Board power (TDP / TBP) in watts."""
+    pcie_gen: int = Field(ge=3, le=6)
+    """Host interface PCIe generation."""
+    pcie_lanes: int = Field(ge=1, le=16)
+    """Host interface PCIe lanes."""
+    scale_up: str | None = None
+    """Scale-up link catalog id (`nvlink4`, `infinity-fabric-3`, `roce-gaudi` …); null for PCIe-only cards."""
+    scale_up_gbs: float | None = Field(default=None, gt=0)
+    """Scale-up bandwidth per GPU, total of both directions, in GB/s as vendors quote it."""
+    year: int = Field(ge=2015, le=2030)
+    """Year of release."""
+    matmul_efficiency: float | None = Field(default=None, gt=0, le=1)
+    """Measured best-shape bf16 GEMM rate as a fraction of the dense peak (MAMF); null if unmeasured."""
+
+    def peak(self, precision: Precision) -> float | None:
+        """Dense peak TFLOP/s for a precision, or None where the chip lacks it."""
+        return getattr(self.peak_tflops, precision)

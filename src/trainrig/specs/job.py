@@ -1,0 +1,245 @@
+"""What a training job is: the model, the hardware it runs on and how it is trained."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from trainrig.errors import TrainrigError
+from trainrig.specs.base import FrozenSpec
+from trainrig.specs.gpu import GPU
+from trainrig.specs.hardware import CPU, HostMemory, Link, Storage
+from trainrig.specs.model import ModelSpec
+from trainrig.specs.profile import HardwareProfile
+
+__all__ = ["TrainingSpec", "NetworkSpec", "HardwareSpec", "Job", "TrainPrecision"]
+
+TrainPrecision = Literal["fp32", "fp16", "bf16", "fp8"]
+
+
+class TrainingSpec(FrozenSpec):
+    """How the model is trained: batch, precision, parallelism, memory savers, optimizer."""
+
+    seq_len: int = Field(default=4096, gt=0)
+    """Tokens per sequence."""
+    global_batch: int = Field(default=256, gt=0)
+    """Sequences per optimizer step, over all data-parallel ranks."""
+    micro_batch: int = Field(default=1, gt=0)
+    """Sequences per forward/backward pass on one GPU."""
+    precision: TrainPrecision = "bf16"
+    """Compute precision of the GEMMs; fp16/bf16/fp8 imply mixed precision with fp32 master weights."""
+    tp: int = Field(default=1, gt=0)
+    """Tensor-parallel degree."""
+    pp: int = Field(default=1, gt=0)
+    """Pipeline-parallel stages."""
+    cp: int = Field(default=1, gt=0)
+    """Context-parallel degree (the sequence split across GPUs)."""
+    ep: int = Field(default=1, gt=0)
+    """Expert-parallel degree (MoE only), carved out of dp × cp."""
+    dp: int | Literal["auto"] = "auto"
+    """Data-parallel degree; `auto` = n_gpus / (tp · pp · cp)."""
+    vpp: int = Field(default=1, gt=0)
+    """Interleaved pipeline chunks per stage (virtual pipeline size)."""
+    grad_accum: int | None = Field(default=None, gt=0)
+    """Micro-batches per step per data-parallel rank; derived when absent."""
+    zero: int = Field(default=0, ge=0, le=3)
+    """ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights (FSDP full_shard)."""
+    recompute: Literal["none", "selective", "full"] = "none"
+    """Activation recomputation: selective redoes attention internals, full redoes whole layers."""
+    sequence_parallel: bool = False
+    """Megatron sequence parallelism: norms and dropout split over the TP group too."""
+    flash_attention: bool = True
+    """Fused attention that never stores the s × s score matrix."""
+    optimizer: Literal["adamw", "adam8bit", "sgd", "adafactor"] = "adamw"
+    """Optimizer; decides the bytes of state per trainable parameter."""
+    method: Literal["full", "lora", "qlora"] = "full"
+    """Full fine-tuning/pre-training, or adapters on a frozen base (bf16 base for LoRA, 4-bit for QLoRA)."""
+    lora_rank: int = Field(default=16, gt=0)
+    """Adapter rank for LoRA/QLoRA."""
+    dropout: bool = False
+    """Dropout after attention and MLP (GPT-2/3-era recipes); stores a 1-byte mask per element."""
+    tokens: float | None = Field(default=None, gt=0)
+    """Training tokens in total, for total time and cost."""
+
+    @property
+    def dp_degree(self) -> int:
+        """The resolved data-parallel degree (only valid inside a Job, where `auto` is resolved)."""
+        if self.dp == "auto":
+            raise TrainrigError("training.dp", "is still 'auto'; resolve it inside a Job.")
+        return self.dp
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs one model replica spans: tp · pp · cp."""
+        return self.tp * self.pp * self.cp
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per optimizer step on one pipeline (= grad_accum)."""
+        return self.grad_accum or self.global_batch // (self.micro_batch * self.dp_degree)
+
+
+class NetworkSpec(FrozenSpec):
+    """The network between nodes: a port type and how many ports each node has."""
+
+    link: Link
+    """The port: its speed, latency and efficiency."""
+    ports_per_node: int = Field(gt=0)
+    """NICs per node used for training traffic."""
+
+    @property
+    def node_bandwidth_gbs(self) -> float:
+        """All ports together, per direction, GB/s."""
+        return self.link.bandwidth_gbs * self.ports_per_node
+
+
+class HardwareSpec(FrozenSpec):
+    """The machines: GPU type and count, the links between them, and the host around them."""
+
+    gpu: GPU
+    """The accelerator."""
+    n_gpus: int = Field(gt=0)
+    """GPUs in the job."""
+    gpus_per_node: int = Field(default=8, gt=0)
+    """GPUs per node (server)."""
+    intra_node: Link
+    """Link between GPUs inside a node: a scale-up fabric, or the PCIe link when there is none."""
+    inter_node: NetworkSpec | None = None
+    """Network between nodes; absent for a single node."""
+    host_link: Link
+    """Each GPU's PCIe link to its host."""
+    gpus_per_pcie_switch: int = Field(default=1, gt=0)
+    """GPUs that share one upstream PCIe link to the CPU (2 on many 8-GPU PCIe servers)."""
+    cpu: CPU | None = None
+    """The host CPU model, when known."""
+    cpu_cores_per_node: int | None = Field(default=None, gt=0)
+    """Physical CPU cores per node."""
+    ram_gb_per_node: float | None = Field(default=None, gt=0)
+    """Host RAM per node in GB."""
+    host_memory: HostMemory | None = None
+    """DDR speed grade of the host RAM, when known."""
+    storage: Storage | None = None
+    """Where the dataset is read from and checkpoints are written to."""
+    profile: HardwareProfile | None = None
+    """Measured ceilings that replace datasheet numbers."""
+
+    @property
+    def n_nodes(self) -> int:
+        return -(-self.n_gpus // self.gpus_per_node)
+
+    @property
+    def gpus_in_node(self) -> int:
+        """GPUs actually used in each node (fewer than gpus_per_node on a partial single node)."""
+        return min(self.n_gpus, self.gpus_per_node)
+
+
+class Job(FrozenSpec):
+    """A model, trained a certain way on certain hardware; `dp` and `grad_accum` are resolved here."""
+
+    model: ModelSpec
+    """What is trained."""
+    hardware: HardwareSpec
+    """Where it is trained."""
+    training: TrainingSpec = TrainingSpec()
+    """How it is trained."""
+    notes: tuple[str, ...] = ()
+    """Things the loader decided on the user's behalf (alias resolution, defaults)."""
+
+    @model_validator(mode="after")
+    def _resolve_and_check(self) -> Job:
+        training = _resolved_training(self.model, self.hardware, self.training)
+        object.__setattr__(self, "training", training)
+        _check_parallelism(self.model, self.hardware, training)
+        return self
+
+
+def _resolved_training(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> TrainingSpec:
+    if t.dp == "auto":
+        if hw.n_gpus % t.model_parallel:
+            raise TrainrigError(
+                "training.tp",
+                f"tp·pp·cp = {t.model_parallel} does not divide hardware.n_gpus = {hw.n_gpus}.",
+            )
+        t = t.model_copy(update={"dp": hw.n_gpus // t.model_parallel})
+    dp = t.dp_degree
+    if t.model_parallel * dp != hw.n_gpus:
+        raise TrainrigError(
+            "training.dp",
+            f"dp·tp·pp·cp = {dp}·{t.tp}·{t.pp}·{t.cp} = {dp * t.model_parallel} but hardware.n_gpus"
+            f" = {hw.n_gpus}; use dp: {hw.n_gpus // t.model_parallel} or dp: auto.",
+        )
+    if t.global_batch % (t.micro_batch * dp):
+        raise TrainrigError(
+            "training.global_batch",
+            f"{t.global_batch} is not a multiple of micro_batch·dp = {t.micro_batch * dp};"
+            f" try {_round_up(t.global_batch, t.micro_batch * dp)}.",
+        )
+    accum = t.global_batch // (t.micro_batch * dp)
+    if t.grad_accum is not None and t.grad_accum != accum:
+        raise TrainrigError(
+            "training.grad_accum",
+            f"{t.grad_accum} disagrees with global_batch / (micro_batch·dp) = {accum}.",
+        )
+    return t.model_copy(update={"grad_accum": accum})
+
+
+def _check_parallelism(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> None:
+    if model.n_heads % t.tp:
+        raise TrainrigError(
+            "training.tp",
+            f"{t.tp} does not divide the model's {model.n_heads} attention heads;"
+            f" valid: {_divisors_text(model.n_heads)}.",
+        )
+    if model.kv_heads % t.tp and t.tp % model.kv_heads:
+        raise TrainrigError(
+            "training.tp",
+            f"{t.tp} neither divides nor is a multiple of the {model.kv_heads} key/value heads.",
+        )
+    if model.n_layers % (t.pp * t.vpp):
+        raise TrainrigError(
+            "training.pp",
+            f"pp·vpp = {t.pp * t.vpp} does not divide the model's {model.n_layers} layers;"
+            f" valid pp: {_divisors_text(model.n_layers)}.",
+        )
+    if t.vpp > 1 and t.pp == 1:
+        raise TrainrigError("training.vpp", "interleaving (vpp > 1) needs pipeline parallelism (pp > 1).")
+    if t.seq_len % t.cp:
+        raise TrainrigError("training.cp", f"{t.cp} does not divide seq_len {t.seq_len}.")
+    _check_experts(model, t)
+    if hw.n_gpus > hw.gpus_per_node and hw.n_gpus % hw.gpus_per_node:
+        raise TrainrigError(
+            "hardware.n_gpus",
+            f"{hw.n_gpus} GPUs do not fill whole nodes of {hw.gpus_per_node};"
+            f" use a multiple of {hw.gpus_per_node}.",
+        )
+    if hw.gpu.peak(t.precision) is None:
+        valid = [p for p in ("fp32", "fp16", "bf16", "fp8") if hw.gpu.peak(p) is not None]
+        raise TrainrigError(
+            "training.precision",
+            f"{hw.gpu.id} has no {t.precision} support; valid: {', '.join(valid)}.",
+        )
+
+
+def _check_experts(model: ModelSpec, t: TrainingSpec) -> None:
+    if t.ep == 1:
+        return
+    if not model.is_moe:
+        raise TrainrigError("training.ep", "expert parallelism needs an MoE model (n_experts > 0).")
+    if model.n_experts % t.ep:
+        raise TrainrigError(
+            "training.ep",
+            f"{t.ep} does not divide the {model.n_experts} experts; valid: {_divisors_text(model.n_experts)}.",
+        )
+    if (t.dp_degree * t.cp) % t.ep:
+        raise TrainrigError(
+            "training.ep", f"{t.ep} must divide dp·cp = {t.dp_degree * t.cp} (experts are sharded across it)."
+        )
+
+
+def _divisors_text(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple

@@ -1,0 +1,44 @@
+"""What a machine measured: the ceilings a probe found, which estimates use instead of datasheet peaks."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from trainrig.specs.base import FrozenSpec
+
+__all__ = ["HardwareProfile"]
+
+
+class HardwareProfile(FrozenSpec):
+    """Measured figures for one node; every field is optional (null = not measured)."""
+
+    gpu_name: str | None = None
+    """The GPU as the driver names it."""
+    gpu_catalog_id: str | None = None
+    """The catalog entry the GPU was matched to."""
+    measured_at: str | None = None
+    """ISO-8601 time of the probe."""
+    gemm_tflops: dict[str, float] = Field(default_factory=dict)
+    """Best dense GEMM rate per precision (`bf16`, `fp16`, `tf32`, `fp32`, `fp8`) in TFLOP/s."""
+    memory_bandwidth_gbs: float | None = Field(default=None, gt=0)
+    """Device-to-device copy, bytes read plus written per second, GB/s."""
+    pcie_h2d_gbs: float | None = Field(default=None, gt=0)
+    """Pinned host-to-device copy rate per GPU, GB/s."""
+    pcie_d2h_gbs: float | None = Field(default=None, gt=0)
+    """Pinned device-to-host copy rate per GPU, GB/s."""
+    intra_node_busbw_gbs: float | None = Field(default=None, gt=0)
+    """All-reduce bus bandwidth among the node's GPUs at large message sizes, GB/s."""
+    inter_node_busbw_gbs: float | None = Field(default=None, gt=0)
+    """All-reduce bus bandwidth across nodes at large message sizes, GB/s."""
+    host_memory_bandwidth_gbs: float | None = Field(default=None, gt=0)
+    """Host STREAM-like copy bandwidth for the whole node, GB/s."""
+    storage_read_gbs: float | None = Field(default=None, gt=0)
+    """Sequential dataset read rate with the page cache bypassed, GB/s."""
+    storage_write_gbs: float | None = Field(default=None, gt=0)
+    """Checkpoint-like write rate with fsync, GB/s."""
+    tokenize_tokens_per_s_per_core: float | None = Field(default=None, gt=0)
+    """Tokenization rate of one CPU core, tokens/s."""
+    collate_tokens_per_s_per_core: float | None = Field(default=None, gt=0)
+    """Collation rate of pre-tokenized samples on one core, tokens/s."""
+    cpu_cores: int | None = Field(default=None, gt=0)
+    """Physical CPU cores of the node."""
