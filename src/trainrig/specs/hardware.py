@@ -65,7 +65,7 @@ class CPU(CatalogEntry):
 class HostMemory(CatalogEntry):
     """A DDR memory speed grade."""
 
-    ddr_type: Literal["DDR4", "DDR5"]
+    ddr_type: Literal["DDR4", "DDR5", "LPDDR5X"]
     """Generation."""
     transfer_rate_mts: int = Field(gt=0)
     """Mega-transfers per second."""
