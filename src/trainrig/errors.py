@@ -26,7 +26,9 @@ class TrainrigError(Exception):
 
 def from_validation_error(error: ValidationError, prefix: str = "") -> TrainrigError:
     """One sentence from pydantic's first complaint, naming the field by its dotted path."""
-    first = error.errors(include_url=False)[0]
+    errors = error.errors(include_url=False)
+    # an unknown key usually explains a "missing" one (a typo): report it first
+    first = next((e for e in errors if e.get("type") == "extra_forbidden"), errors[0])
     parts = [str(p) for p in first.get("loc", ()) if not str(p).startswith("function-")]
     field = ".".join(p for p in [prefix, *parts] if p)
     message = first.get("msg", "invalid value")

@@ -68,13 +68,19 @@ class GPU(CatalogEntry):
     pcie_lanes: int = Field(ge=1, le=16)
     """Host interface PCIe lanes."""
     scale_up: str | None = None
-    """Scale-up link catalog id (`nvlink4`, `infinity-fabric-3`, `roce-gaudi` …); null for PCIe-only cards."""
+    """Scale-up link catalog id (`nvlink4`, `infinity-fabric-3`, `gaudi2-roce` …); null for PCIe-only cards."""
+    scale_up_domain: int | None = Field(default=None, gt=0)
+    """GPUs one scale-up fabric joins (2 for NVLink-bridged pairs, 4 for an MI100 hive); null = the
+    whole node (NVSwitch/HGX baseboards). Larger groups fall back to PCIe between the domains."""
     scale_up_gbs: float | None = Field(default=None, gt=0)
     """Scale-up bandwidth per GPU, total of both directions, in GB/s as vendors quote it."""
     year: int = Field(ge=2015, le=2030)
     """Year of release."""
     matmul_efficiency: float | None = Field(default=None, gt=0, le=1)
     """Measured best-shape bf16 GEMM rate as a fraction of the dense peak (MAMF); null if unmeasured."""
+    attention_efficiency: float | None = Field(default=None, gt=0, le=1)
+    """Measured FlashAttention forward+backward rate (causal, head dim 128, long sequences) as a
+    fraction of the dense bf16 peak, with the kernel frameworks use on this GPU; null if unmeasured."""
 
     def peak(self, precision: Precision) -> float | None:
         """Dense peak TFLOP/s for a precision, or None where the chip lacks it."""

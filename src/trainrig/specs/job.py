@@ -61,6 +61,14 @@ class TrainingSpec(FrozenSpec):
     """Dropout after attention and MLP (GPT-2/3-era recipes); stores a 1-byte mask per element."""
     tokens: float | None = Field(default=None, gt=0)
     """Training tokens in total, for total time and cost."""
+    offload: Literal["none", "optimizer"] = "none"
+    """ZeRO-Offload: optimizer states and step on the CPU, gradients and weights over PCIe."""
+    data_format: Literal["pretokenized", "text"] = "pretokenized"
+    """Dataset on disk as token ids (collated by the loader) or raw text (tokenized on the fly)."""
+    loader_workers_per_gpu: int = Field(default=2, ge=0)
+    """Data-loader worker processes per GPU (PyTorch DataLoader num_workers)."""
+    checkpoint_interval_steps: int | None = Field(default=None, gt=0)
+    """Steps between checkpoints; null = checkpoint writes not modelled."""
 
     @property
     def dp_degree(self) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -15,8 +14,6 @@ __all__ = ["ModelSpec", "ModelPreset"]
 
 class ModelSpec(FrozenSpec):
     """A decoder-only transformer. Parameter counts are exact for the architectures described."""
-
-    model_config = FrozenSpec.model_config | {"ignored_types": (cached_property,)}
 
     name: str = "custom"
     """Preset id or a label for a custom model."""
@@ -117,7 +114,7 @@ class ModelSpec(FrozenSpec):
         biases = ((matrices - 1) * ffn + self.hidden) if self.bias == "all" else 0
         return matrices * self.hidden * ffn + biases
 
-    @cached_property
+    @property
     def attention_params_per_layer(self) -> int:
         """Q, K, V and output projections (GQA shrinks K and V), plus biases where present."""
         q_width = self.n_heads * self.head_width
@@ -131,14 +128,14 @@ class ModelSpec(FrozenSpec):
         """One normalization layer: a scale, and a bias for LayerNorm."""
         return self.hidden * (2 if self.norm == "layernorm" else 1)
 
-    @cached_property
+    @property
     def moe_mlp_params_per_layer(self) -> int:
         """Routed experts, shared experts and the router of one MoE layer."""
         routed = self.n_experts * self.mlp_params(self.expert_ffn)
         shared = self.n_shared_experts * self.mlp_params(self.shared_ffn)
         return routed + shared + self.hidden * self.n_experts
 
-    @cached_property
+    @property
     def layer_params(self) -> int:
         """All transformer-block parameters (every layer, both norms included)."""
         norms = 2 * self.norm_params * self.n_layers
@@ -160,12 +157,12 @@ class ModelSpec(FrozenSpec):
         head = 0 if self.tied_embeddings else self.vocab * self.hidden
         return head + self.norm_params
 
-    @cached_property
+    @property
     def n_params(self) -> int:
         """Total parameters, as a checkpoint counts them."""
         return self.embedding_params + self.layer_params + self.output_params
 
-    @cached_property
+    @property
     def n_active_params(self) -> int:
         """Parameters one token passes through (routed experts counted top_k times, not n_experts)."""
         if not self.is_moe:
@@ -173,7 +170,7 @@ class ModelSpec(FrozenSpec):
         inactive = (self.n_experts - self.top_k) * self.mlp_params(self.expert_ffn)
         return self.n_params - self.n_moe_layers * inactive
 
-    @cached_property
+    @property
     def expert_params(self) -> int:
         """Routed-expert parameters of the whole model: the part expert parallelism divides."""
         return self.n_moe_layers * self.n_experts * self.mlp_params(self.expert_ffn)

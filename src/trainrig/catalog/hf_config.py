@@ -1,0 +1,515 @@
+"""A Hugging Face `config.json` → ModelSpec, read from a local file (never the network).
+
+Supported `model_type`s, and how exact the resulting parameter count is against the checkpoint
+(the sum of its tensors, or `model.num_parameters()` where the checkpoint also stores buffers):
+
+Exact
+    llama, mistral, mixtral, qwen2, gemma, phi3, gpt2, gpt_neox, opt, and falcon with two norms
+    per block (new_decoder_architecture, falcon-40b/180b style). The tests check the first nine
+    against published counts (Llama 3 8B, Mistral 7B, Mixtral 8x7B, Qwen2.5 7B, Gemma 7B, Phi-3
+    mini, GPT-2, Pythia 160M, OPT 125M); falcon is exact by construction, not checked.
+
+Approximate (small tensors ModelSpec has no field for; each well under 0.01 % of the model)
+    qwen3, qwen3_moe
+        per-head RMSNorms on queries and keys: 2·head_dim parameters per layer are missing.
+    qwen2_moe
+        the shared expert's sigmoid gate: hidden_size parameters per layer are missing.
+    gemma2
+        four norms per layer instead of two: 2·hidden_size per layer are missing. Gemma 2
+        alternates sliding-window and global layers; the spec keeps every layer global (no
+        sliding_window), an upper bound on attention cost.
+    falcon with one LayerNorm shared by attention and MLP (falcon-7b: parallel_attn without
+        new_decoder_architecture; num_ln_in_parallel_attn: 1)
+        counted with two norms: 2·hidden_size per layer too many.
+    `attention_bias: true` without `mlp_bias` (llama, mistral, qwen3, gemma, phi3)
+        counted as Q/K/V biases only, missing the output projection's hidden_size bias per layer;
+        `mlp_bias` alone is not counted. gpt_neox with `attention_bias: false` counts them anyway.
+    opt with `word_embed_proj_dim` ≠ `hidden_size` (opt-350m)
+        the embedding is counted hidden_size wide and the two projections are left out.
+    qwen2 with `use_sliding_window: true`
+        the window applies to every layer, although Qwen2 applies it above `max_window_layers`.
+
+Anything else — an encoder (bert), an encoder-decoder (t5, whisper, `is_encoder_decoder: true`),
+a vision or multimodal model (vit, clip, llava), a file that is not JSON or lacks the layer or width
+fields, a missing file — is a TrainrigError on the field `model`: one sentence that says what the
+file is and which model types are supported.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from trainrig.errors import TrainrigError
+from trainrig.specs.model import ModelSpec
+
+__all__ = ["model_from_hf_config", "SUPPORTED_MODEL_TYPES"]
+
+_NOT_DECODERS = {
+    **dict.fromkeys(
+        [
+            "bert",
+            "roberta",
+            "distilbert",
+            "albert",
+            "electra",
+            "deberta",
+            "deberta-v2",
+            "xlm-roberta",
+            "camembert",
+            "modernbert",
+            "mpnet",
+            "ernie",
+        ],
+        "an encoder-only model",
+    ),
+    **dict.fromkeys(
+        [
+            "t5",
+            "mt5",
+            "umt5",
+            "bart",
+            "mbart",
+            "pegasus",
+            "marian",
+            "led",
+            "longt5",
+            "whisper",
+            "speech_to_text",
+            "seamless_m4t",
+            "nllb-moe",
+            "prophetnet",
+        ],
+        "an encoder-decoder model",
+    ),
+    **dict.fromkeys(
+        [
+            "vit",
+            "deit",
+            "beit",
+            "swin",
+            "convnext",
+            "resnet",
+            "dinov2",
+            "detr",
+            "sam",
+            "clip",
+            "clip_vision_model",
+            "siglip",
+            "wav2vec2",
+            "hubert",
+            "wavlm",
+        ],
+        "a vision or speech model",
+    ),
+}
+
+
+def model_from_hf_config(path: str | Path) -> ModelSpec:
+    """The ModelSpec a local Hugging Face config.json describes (a directory: its config.json)."""
+    file = _config_file(Path(path))
+    data = _read_json(file)
+    config = _Config(data, file)
+    model_type = config.model_type()
+    fields = _FAMILIES[model_type](config)
+    fields["name"] = _name(data, file)
+    try:
+        return ModelSpec.model_validate(fields)
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise TrainrigError(
+            "model", f"{file} gives an invalid {where or 'shape'}: {first.get('msg', 'invalid')}."
+        ) from None
+    except TrainrigError as error:
+        raise TrainrigError(
+            "model", f"{file} describes an impossible shape: {error.message}"
+        ) from None
+
+
+# ---- reading -------------------------------------------------------------------------------------
+
+
+def _config_file(path: Path) -> Path:
+    if path.is_dir():
+        candidate = path / "config.json"
+        if not candidate.is_file():
+            raise TrainrigError(
+                "model",
+                f"directory {path} has no config.json; "
+                "give the path to a Hugging Face config.json.",
+            )
+        return candidate
+    if not path.is_file():
+        raise TrainrigError(
+            "model",
+            f"no file at {path}; give a preset name (`trainrig models` lists them), "
+            "a path to a Hugging Face config.json, or a mapping of model fields.",
+        )
+    return path
+
+
+def _read_json(file: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise TrainrigError(
+            "model",
+            f"{file} is not valid JSON ({error.msg} at line {error.lineno}, column {error.colno}); "
+            "expected a Hugging Face config.json.",
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise TrainrigError("model", f"{file} cannot be read as a text file ({error}).") from None
+    if not isinstance(data, dict):
+        raise TrainrigError(
+            "model", f"{file} holds a JSON {type(data).__name__}, not the object of a config.json."
+        )
+    return data
+
+
+def _name(data: Mapping[str, Any], file: Path) -> str:
+    name = data.get("_name_or_path")
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    if file.stem == "config" and file.parent.name:
+        return file.parent.name
+    return file.stem
+
+
+class _Config:
+    """Typed access to one config.json, with errors that name the file and the key."""
+
+    def __init__(self, data: dict[str, Any], file: Path) -> None:
+        self.data = data
+        self.file = file
+
+    def model_type(self) -> str:
+        model_type = self.data.get("model_type")
+        if not isinstance(model_type, str) or not model_type:
+            model_type = _type_from_architectures(self.data.get("architectures"))
+        if model_type is None:
+            raise TrainrigError(
+                "model",
+                f"{self.file} has no model_type, so it is not a Hugging Face model config; "
+                f"supported model types: {_supported_list()}.",
+            )
+        model_type = _TYPE_ALIASES.get(model_type, model_type)
+        if model_type not in _FAMILIES:
+            raise TrainrigError("model", self._unsupported(model_type))
+        if self.data.get("is_encoder_decoder") is True:
+            raise TrainrigError(
+                "model",
+                f"{self.file} describes an encoder-decoder model (is_encoder_decoder: true); "
+                f"trainrig reads decoder-only language models of model type {_supported_list()}.",
+            )
+        return model_type
+
+    def _unsupported(self, model_type: str) -> str:
+        supported = f"trainrig reads decoder-only language models of model type {_supported_list()}"
+        if isinstance(self.data.get("text_config"), dict):
+            return (
+                f"{self.file} describes '{model_type}', a multimodal model; {supported}, "
+                "so give the config of its language model (its text_config) instead."
+            )
+        what = _NOT_DECODERS.get(model_type)
+        if what is None and self.data.get("is_encoder_decoder") is True:
+            what = "an encoder-decoder model"
+        what = what or "a model type trainrig does not know"
+        return f"{self.file} describes '{model_type}', {what}; {supported}."
+
+    def int(self, *keys: str, default: int | None = None, what: str = "") -> int:
+        """The first of `keys` present (not null), as an int; `default` or an error if none is."""
+        for key in keys:
+            value = self.data.get(key)
+            if value is None:
+                continue
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TrainrigError(
+                    "model", f"{self.file} gives {key} = {value!r}, which is not a whole number."
+                )
+            return value
+        if default is not None:
+            return default
+        names = " or ".join(keys)
+        raise TrainrigError(
+            "model",
+            f"{self.file} has no {what or keys[0]} ({names}), which a decoder-only language "
+            "model's config.json gives; it is not a model trainrig can read.",
+        )
+
+    def opt_int(self, *keys: str) -> int | None:
+        return next((self.int(k) for k in keys if self.data.get(k) is not None), None)
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise TrainrigError(
+                "model", f"{self.file} gives {key} = {value!r}, which is not true or false."
+            )
+        return value
+
+    # shared shape fields -------------------------------------------------------------------------
+
+    def layers(self) -> int:
+        return self.int("num_hidden_layers", "n_layer", "num_layers", what="layer count")
+
+    def hidden(self) -> int:
+        return self.int("hidden_size", "n_embd", "d_model", "n_embed", what="model width")
+
+    def heads(self) -> int:
+        return self.int("num_attention_heads", "n_head", "num_heads", what="attention head count")
+
+    def vocab(self) -> int:
+        return self.int("vocab_size", what="vocabulary size")
+
+
+def _type_from_architectures(architectures: object) -> str | None:
+    if not isinstance(architectures, list):
+        return None
+    prefixes = {
+        "LlamaFor": "llama",
+        "MistralFor": "mistral",
+        "MixtralFor": "mixtral",
+        "Qwen2MoeFor": "qwen2_moe",
+        "Qwen2For": "qwen2",
+        "Qwen3MoeFor": "qwen3_moe",
+        "Qwen3For": "qwen3",
+        "Gemma2For": "gemma2",
+        "GemmaFor": "gemma",
+        "Phi3For": "phi3",
+        "GPT2LMHead": "gpt2",
+        "GPTNeoXFor": "gpt_neox",
+        "OPTFor": "opt",
+        "FalconFor": "falcon",
+    }
+    for arch in architectures:
+        for prefix, model_type in prefixes.items():
+            if isinstance(arch, str) and arch.startswith(prefix):
+                return model_type
+    return None
+
+
+# ---- families ------------------------------------------------------------------------------------
+
+
+def _decoder(c: _Config, *, tied_default: bool) -> dict[str, Any]:
+    """The fields every Llama-style family shares: gated MLP, RMSNorm, rotary positions."""
+    return {
+        "n_layers": c.layers(),
+        "hidden": c.hidden(),
+        "n_heads": c.heads(),
+        "n_kv_heads": c.opt_int("num_key_value_heads"),
+        "head_dim": c.opt_int("head_dim"),
+        "ffn_hidden": c.int("intermediate_size", what="MLP width"),
+        "vocab": c.vocab(),
+        "gated_mlp": True,
+        "tied_embeddings": c.flag("tie_word_embeddings", tied_default),
+        "norm": "rmsnorm",
+        "position_embedding": "rope",
+    }
+
+
+def _attention_bias(c: _Config) -> str:
+    """Llama-style `attention_bias` (Q, K, V and output) and `mlp_bias` flags → ModelSpec.bias."""
+    attention, mlp = c.flag("attention_bias", False), c.flag("mlp_bias", False)
+    if attention and mlp:
+        return "all"
+    return "qkv" if attention else "none"
+
+
+def _llama(c: _Config) -> dict[str, Any]:
+    return _decoder(c, tied_default=False) | {"bias": _attention_bias(c)}
+
+
+def _mistral(c: _Config) -> dict[str, Any]:
+    window = c.opt_int("sliding_window") if "sliding_window" in c.data else 4096
+    return _llama(c) | {"sliding_window": window}
+
+
+def _mixtral(c: _Config) -> dict[str, Any]:
+    return _mistral(c) | {
+        "sliding_window": c.opt_int("sliding_window"),
+        "n_experts": c.int("num_local_experts", what="expert count"),
+        "top_k": c.int("num_experts_per_tok", default=2),
+    }
+
+
+def _qwen_window(c: _Config) -> int | None:
+    return c.opt_int("sliding_window") if c.flag("use_sliding_window", False) else None
+
+
+def _qwen_moe_layers(c: _Config, n_layers: int) -> int:
+    """Layers with a dense MLP: those in `mlp_only_layers` and those off `decoder_sparse_step`."""
+    step = c.int("decoder_sparse_step", default=1)
+    dense_only = c.data.get("mlp_only_layers") or []
+    if not isinstance(dense_only, list):
+        raise TrainrigError(
+            "model", f"{c.file} gives mlp_only_layers = {dense_only!r}, not a list."
+        )
+    return sum(1 for i in range(n_layers) if i in dense_only or step <= 0 or (i + 1) % step)
+
+
+def _qwen2(c: _Config) -> dict[str, Any]:
+    return _decoder(c, tied_default=False) | {"bias": "qkv", "sliding_window": _qwen_window(c)}
+
+
+def _qwen2_moe(c: _Config) -> dict[str, Any]:
+    fields = _qwen2(c)
+    n_experts = c.int("num_experts", default=0)
+    if n_experts:
+        shared = c.int("shared_expert_intermediate_size", default=0)
+        fields |= {
+            "n_experts": n_experts,
+            "top_k": c.int("num_experts_per_tok", what="experts per token"),
+            "expert_ffn_hidden": c.int("moe_intermediate_size", what="expert MLP width"),
+            "n_shared_experts": 1 if shared else 0,
+            "shared_ffn_hidden": shared or None,
+            "n_dense_layers": _qwen_moe_layers(c, fields["n_layers"]),
+        }
+    return fields
+
+
+def _qwen3(c: _Config) -> dict[str, Any]:
+    return _decoder(c, tied_default=False) | {
+        "bias": _attention_bias(c),
+        "sliding_window": _qwen_window(c),
+    }
+
+
+def _qwen3_moe(c: _Config) -> dict[str, Any]:
+    fields = _qwen3(c)
+    n_experts = c.int("num_experts", default=0)
+    if n_experts:
+        fields |= {
+            "n_experts": n_experts,
+            "top_k": c.int("num_experts_per_tok", what="experts per token"),
+            "expert_ffn_hidden": c.int("moe_intermediate_size", what="expert MLP width"),
+            "n_dense_layers": _qwen_moe_layers(c, fields["n_layers"]),
+        }
+    return fields
+
+
+def _gemma(c: _Config) -> dict[str, Any]:
+    return _decoder(c, tied_default=True) | {"bias": _attention_bias(c)}
+
+
+def _phi3(c: _Config) -> dict[str, Any]:
+    return _decoder(c, tied_default=False) | {
+        "bias": _attention_bias(c),
+        "sliding_window": c.opt_int("sliding_window"),
+    }
+
+
+def _gpt2(c: _Config) -> dict[str, Any]:
+    hidden = c.hidden()
+    return {
+        "n_layers": c.layers(),
+        "hidden": hidden,
+        "n_heads": c.heads(),
+        "ffn_hidden": c.int("n_inner", default=4 * hidden),
+        "vocab": c.vocab(),
+        "gated_mlp": False,
+        "tied_embeddings": c.flag("tie_word_embeddings", True),
+        "norm": "layernorm",
+        "bias": "all",
+        "position_embedding": "learned",
+        "max_positions": c.int(
+            "n_positions", "n_ctx", "max_position_embeddings", what="context length"
+        ),
+    }
+
+
+def _gpt_neox(c: _Config) -> dict[str, Any]:
+    return {
+        "n_layers": c.layers(),
+        "hidden": c.hidden(),
+        "n_heads": c.heads(),
+        "ffn_hidden": c.int("intermediate_size", what="MLP width"),
+        "vocab": c.vocab(),
+        "gated_mlp": False,
+        "tied_embeddings": c.flag("tie_word_embeddings", False),
+        "norm": "layernorm",
+        "bias": "all",
+        "position_embedding": "rope",
+    }
+
+
+def _opt(c: _Config) -> dict[str, Any]:
+    # OPT's learned position table has two extra rows (positions are offset by 2).
+    return {
+        "n_layers": c.layers(),
+        "hidden": c.hidden(),
+        "n_heads": c.heads(),
+        "ffn_hidden": c.int("ffn_dim", what="MLP width"),
+        "vocab": c.vocab(),
+        "gated_mlp": False,
+        "tied_embeddings": c.flag("tie_word_embeddings", True),
+        "norm": "layernorm",
+        "bias": "all" if c.flag("enable_bias", True) else "none",
+        "position_embedding": "learned",
+        "max_positions": c.int("max_position_embeddings", what="context length") + 2,
+    }
+
+
+def _falcon(c: _Config) -> dict[str, Any]:
+    hidden, heads = c.hidden(), c.heads()
+    if c.flag("new_decoder_architecture", False):
+        kv_heads = c.int("num_kv_heads", "n_head_kv", default=heads)
+    elif c.flag("multi_query", True):
+        kv_heads = 1
+    else:
+        kv_heads = heads
+    return {
+        "n_layers": c.layers(),
+        "hidden": hidden,
+        "n_heads": heads,
+        "n_kv_heads": kv_heads,
+        "head_dim": c.opt_int("head_dim"),
+        "ffn_hidden": c.int("ffn_hidden_size", default=4 * hidden),
+        "vocab": c.vocab(),
+        "gated_mlp": False,
+        "tied_embeddings": c.flag("tie_word_embeddings", True),
+        "norm": "layernorm",
+        "bias": "all" if c.flag("bias", False) else "none",
+        "position_embedding": "alibi" if c.flag("alibi", False) else "rope",
+    }
+
+
+def _gemma2(c: _Config) -> dict[str, Any]:
+    return _gemma(c)
+
+
+_FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
+    "llama": _llama,
+    "mistral": _mistral,
+    "mixtral": _mixtral,
+    "qwen2": _qwen2,
+    "qwen2_moe": _qwen2_moe,
+    "qwen3": _qwen3,
+    "qwen3_moe": _qwen3_moe,
+    "gemma": _gemma,
+    "gemma2": _gemma2,
+    "phi3": _phi3,
+    "gpt2": _gpt2,
+    "gpt_neox": _gpt_neox,
+    "opt": _opt,
+    "falcon": _falcon,
+}
+
+_TYPE_ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}
+"""Model types of checkpoints written before their family joined transformers."""
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(_FAMILIES)
+"""The `model_type`s `model_from_hf_config` reads."""
+
+
+def _supported_list() -> str:
+    return ", ".join(SUPPORTED_MODEL_TYPES)

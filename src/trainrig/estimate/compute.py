@@ -1,0 +1,115 @@
+"""GPU time of the arithmetic: GEMMs from the dense peak and their shapes, attention, and the
+memory-bound elementwise work from HBM bandwidth. Vectorized over `Inputs` fields.
+
+GEMM model. A GEMM's output is cut into tiles, one tile per compute unit (SM/CU) at a time; the
+last wave leaves units idle and edge tiles compute padding (wave and tile quantization, NVIDIA
+"Matrix Multiplication Background" user guide). Like cuBLAS's heuristics we take the best of a few
+tile shapes; smaller tiles reuse fewer operands per FLOP and run proportionally slower when their
+arithmetic intensity is under `tile_saturation_intensity`. The best shape reaches the measured
+MAMF fraction of peak (`matmul_efficiency`). A GEMM is never faster than streaming its operands
+through HBM once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trainrig.estimate.inputs import Inputs
+from trainrig.estimate.params import ModelParameters
+
+__all__ = ["gemm_time_s", "tile_efficiency", "attention_time_s", "elementwise_bytes_per_token"]
+
+# (rows, cols) of output tiles cuBLAS/CUTLASS commonly pick from for 16-bit GEMMs.
+TILE_SHAPES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64))
+
+
+def tile_efficiency(m, n, units, saturation_intensity, batch=1.0):
+    """Useful fraction of the matrix units' time for an m×n output (best tile shape)."""
+    best = 0.0
+    for rows, cols in TILE_SHAPES:
+        tiles = batch * np.ceil(m / rows) * np.ceil(n / cols)
+        waves = np.ceil(tiles / units)
+        useful = (batch * m * n) / (waves * units * rows * cols)
+        feed = np.minimum(1.0, (rows * cols / (rows + cols)) / saturation_intensity)
+        best = np.maximum(best, useful * feed)
+    return best
+
+
+def gemm_time_s(m, n, k, x: Inputs, p: ModelParameters, batch=1.0, element_bytes=2.0, peak=None):
+    """One (batched) GEMM C[m,n] = A[m,k]·B[k,n]: the slower of arithmetic and operand traffic."""
+    peak_tflops = x.gemm_peak_tflops if peak is None else peak
+    flops = 2.0 * batch * m * n * k
+    depth = k / (k + p.gemm_k_overhead)
+    efficiency = x.matmul_efficiency * tile_efficiency(m, n, x.compute_units, p.tile_saturation_intensity, batch) * depth
+    arithmetic = flops / (peak_tflops * 1e12 * efficiency)
+    traffic = element_bytes * batch * (m * k + k * n + m * n) / (x.hbm_bandwidth_gbs * 1e9)
+    return np.maximum(arithmetic, traffic)
+
+
+def linear_time_s(tokens, fan_in, fan_out, x: Inputs, p: ModelParameters, weight_grads=True):
+    """Forward and backward time of one linear layer y = x·W over `tokens` rows.
+
+    Backward = input gradient (tokens × fan_in) and, for trainable weights, the weight gradient
+    (fan_in × fan_out reduced over tokens): each as many FLOPs as the forward.
+    """
+    forward = gemm_time_s(tokens, fan_out, fan_in, x, p)
+    input_grad = gemm_time_s(tokens, fan_in, fan_out, x, p)
+    weight_grad = gemm_time_s(fan_in, fan_out, tokens, x, p)
+    return forward, input_grad + np.where(weight_grads, weight_grad, 0.0)
+
+
+def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
+    """Forward and backward time of the attention core for one micro-batch on one GPU.
+
+    Flash attention: executed FLOPs skip fully masked blocks (causal ≈ half) and the backward
+    recomputes the scores (5 GEMMs vs the forward's 2: Dao 2023 §3.1.2); the kernel reaches the
+    GPU's measured `attention_efficiency` of peak, over waves of 128-query blocks per head.
+    Without it, QKᵀ and attention·V are batched GEMMs over full s×s scores (the softmax and its
+    masks are memory-bound work, counted in `elementwise_bytes_per_token`).
+    """
+    keys = np.minimum(x.seq_len, x.context_len_cap)
+    batch_heads = x.micro_batch * heads
+    # flash: one block of 128 queries per unit at a time; causal masking skips half the keys
+    blocks = batch_heads * np.ceil(tokens_q / x.micro_batch / 128)
+    waves = np.ceil(blocks / x.compute_units)
+    occupancy = blocks / (waves * x.compute_units)
+    causal_keys = np.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
+    flash_forward_flops = 4 * tokens_q * causal_keys * heads * x.head_dim
+    # the GPU's measurement is for head dim 128; the score GEMMs' reduction depth is the head dim,
+    # so other widths scale by the same K/(K + k_overhead) depth factor as any GEMM
+    depth = (x.head_dim / (x.head_dim + p.gemm_k_overhead)) / (128 / (128 + p.gemm_k_overhead))
+    rate = x.attention_peak_tflops * 1e12 * x.attention_efficiency * occupancy * depth
+    flash_forward = flash_forward_flops / rate
+    flash_backward = 2.5 * flash_forward
+    # unfused: two batched GEMMs forward, four backward
+    queries = tokens_q / x.micro_batch
+    scores = gemm_time_s(queries, keys, x.head_dim, x, p, batch=batch_heads, peak=x.attention_peak_tflops)
+    values = gemm_time_s(queries, x.head_dim, keys, x, p, batch=batch_heads, peak=x.attention_peak_tflops)
+    unfused_forward = scores + values
+    unfused_backward = 2 * unfused_forward
+    flash = x.flash_attention > 0
+    return np.where(flash, flash_forward, unfused_forward), np.where(flash, flash_backward, unfused_backward)
+
+
+def elementwise_bytes_per_token(x: Inputs):
+    """HBM bytes the forward's memory-bound kernels move per token on one GPU (backward ≈ 2×).
+
+    Per layer: two norms (read+write h), two residual adds (read 2h, write h), rotary on q and k,
+    the MLP activation (read the gate/up outputs, write the product), MoE token permutation, and
+    without flash attention the softmax over the s×s scores (read+write, plus dropout mask/output).
+    """
+    e = x.activation_bytes
+    replicated_div = np.where(x.sequence_parallel > 0, x.tp, 1.0)
+    norms_and_residuals = 10 * x.hidden / replicated_div
+    rotary = 2 * (x.n_heads + x.kv_heads) * x.head_dim * x.rope / x.tp
+    dense_act = x.mlp_matrices * x.ffn_hidden / x.tp
+    moe_act = x.mlp_matrices * (x.top_k * x.expert_ffn_hidden + x.n_shared_experts * x.shared_ffn_hidden) / x.tp
+    moe_permute = 4 * x.top_k * x.hidden
+    dense_layers = x.n_layers - x.n_moe_layers
+    keys = np.minimum(x.seq_len, x.context_len_cap)
+    softmax = (1 - x.flash_attention) * (2 + 3 * x.dropout) * x.n_heads / x.tp * keys
+    per_layer = norms_and_residuals + rotary + softmax
+    total = x.n_layers * per_layer + dense_layers * dense_act + x.n_moe_layers * (moe_act + moe_permute)
+    # fp8: each GEMM input is cast (read 2 bytes, write 1) before the GEMM (Micikevicius et al. 2022)
+    fp8_casts = x.fp8 * 1.5 * x.n_layers * (2 * x.hidden + x.n_heads * x.head_dim + x.ffn_hidden) / x.tp
+    return (e * total + fp8_casts * e)

@@ -1,0 +1,376 @@
+"""The model core: `Inputs` (scalars or arrays) → step time, memory and FLOPs, all vectorized.
+
+One micro-batch on one GPU of the slowest pipeline stage is the unit: its forward, backward and
+recomputation (compute.py), the tensor/context/expert-parallel traffic on its critical path
+(collectives.py), then the step: micro-batches × that, the pipeline bubble, the exposed part of
+data-parallel traffic, the optimizer and the host side. The `estimate` and `plan` paths share
+this code, so a plan and the estimate of the job it describes agree exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainrig.estimate import collectives as comm
+from trainrig.estimate.compute import attention_time_s, elementwise_bytes_per_token, gemm_time_s, linear_time_s
+from trainrig.estimate.flops import hardware_flops_per_token, model_flops_per_token
+from trainrig.estimate.inputs import Inputs
+from trainrig.estimate.memory import GIB, local_parameter_counts, lora_parameters_per_layer, memory_breakdown_bytes
+from trainrig.estimate.params import ModelParameters
+
+__all__ = ["evaluate", "Outputs", "STEP_PARTS", "MEMORY_PARTS"]
+
+STEP_PARTS = ("compute", "launch_overhead", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble",
+              "dp_comm", "data_loading", "host_transfer", "checkpoint", "other")
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other")
+TOKEN_BATCH_BYTES = 16  # int64 input ids + int64 labels per token, copied host → device
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Everything the core computes; every field is a float or an array over configurations."""
+
+    step_parts_s: dict[str, Any]
+    memory_parts_bytes: dict[str, Any]
+    step_time_s: Any
+    memory_bytes: Any
+    fits: Any
+    tokens_per_s: Any
+    model_flops_per_token: Any
+    hardware_flops_per_token: Any
+    model_tflops_per_gpu: Any
+    hardware_tflops_per_gpu: Any
+    mfu: Any
+    host_ram_gb_per_node: Any
+    gpu_busy_s: Any  # GPU-side time per step (what host-side work can hide under)
+    launch_bound_fraction: Any  # share of micro-batch compute set by host launch speed, not the GPU
+
+
+def evaluate(x: Inputs, p: ModelParameters) -> Outputs:
+    """Step time, memory and FLOPs for every configuration in `x` (scalars or arrays)."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # unused branches (e.g. MoE of a dense model)
+        return _evaluate(x, p)
+
+
+def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
+    micro = _micro_batch(x, p)
+    m = x.micro_batches
+    per_micro = micro["compute"] + micro["launch_overhead"] + micro["tp_comm"] + micro["cp_comm"] + micro["ep_comm"]
+    parts = {
+        "compute": m * micro["compute"],
+        "launch_overhead": m * micro["launch_overhead"],
+        "tp_comm": m * micro["tp_comm"],
+        "cp_comm": m * micro["cp_comm"],
+        "ep_comm": m * micro["ep_comm"],
+        "pp_comm": _pipeline_comm_s(x, p),
+        "pp_bubble": (x.pp - 1) / x.vpp * per_micro,
+    }
+    parts["dp_comm"] = _data_parallel_exposed_s(x, p, micro)
+    optimizer_s, offload_s = _optimizer_s(x, p)
+    gpu_busy = sum(parts.values()) + optimizer_s
+    parts["data_loading"] = _data_loading_exposed_s(x, p, gpu_busy)
+    parts["host_transfer"] = _host_transfer_exposed_s(x, gpu_busy) + offload_s
+    parts["checkpoint"] = _checkpoint_s(x)
+    parts["other"] = optimizer_s + p.step_overhead_s
+    step = sum(parts.values())
+
+    memory = memory_breakdown_bytes(x, p)
+    total_memory = sum(memory.values())
+    tokens_per_s = x.global_batch * x.seq_len / step
+    n_gpus = x.tp * x.pp * x.cp * x.dp
+    model_fpt = model_flops_per_token(x)
+    hardware_fpt = hardware_flops_per_token(x)
+    model_tflops = model_fpt * tokens_per_s / n_gpus / 1e12
+    return Outputs(
+        step_parts_s=parts,
+        memory_parts_bytes=memory,
+        step_time_s=step,
+        memory_bytes=total_memory,
+        fits=total_memory <= x.memory_gib * GIB,
+        tokens_per_s=tokens_per_s,
+        model_flops_per_token=model_fpt,
+        hardware_flops_per_token=hardware_fpt,
+        model_tflops_per_gpu=model_tflops,
+        hardware_tflops_per_gpu=hardware_fpt * tokens_per_s / n_gpus / 1e12,
+        mfu=model_tflops / x.mfu_peak_tflops,
+        host_ram_gb_per_node=_host_ram_gb(x, p),
+        gpu_busy_s=gpu_busy,
+        launch_bound_fraction=micro["launch_bound_fraction"],
+    )
+
+
+# ---- one micro-batch on one GPU -----------------------------------------------------------------
+
+
+def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
+    tokens = x.micro_batch * x.seq_len / x.cp
+    layer_fwd, layer_bwd, layer_recompute, attention_fwd, attention_bwd = _layer_times_s(x, p, tokens)
+    layers = x.n_layers / x.pp
+    logits_fwd, logits_bwd = _logits_times_s(x, p, tokens)
+    compute = layers * (layer_fwd + layer_bwd + layer_recompute) + logits_fwd + logits_bwd
+    tp = _tensor_parallel_s(x, p, tokens, layers)
+    cp = _context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_bwd)
+    ep = _expert_parallel_s(x, p, tokens)
+    gpu = compute + tp + cp + ep
+    # The host issues every kernel; when that takes longer than the GPU needs to run them, the
+    # GPU waits: the difference is launch overhead on the critical path.
+    kernels = layers * _kernels_per_layer(x) + 20  # + embedding, logits, loss and their gradients
+    host = kernels * x.kernel_launch_us * 1e-6
+    return {
+        "compute": compute,
+        "launch_overhead": np.maximum(host - gpu, 0.0),
+        "forward": layers * layer_fwd + logits_fwd,
+        "backward": layers * (layer_bwd + layer_recompute) + logits_bwd,
+        "tp_comm": tp,
+        "cp_comm": cp,
+        "ep_comm": ep,
+        "launch_bound_fraction": np.where(host > gpu, 1 - gpu / host, 0.0),
+    }
+
+
+def _layer_times_s(x: Inputs, p: ModelParameters, tokens):
+    """Average forward, backward and recompute time of one transformer layer (GPU side)."""
+    trainable = x.method == 0
+    kv_local = 2 * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0)
+    q_local = x.n_heads * x.head_dim / x.tp
+    qkv = linear_time_s(tokens, x.hidden, q_local + kv_local, x, p, trainable)
+    out = linear_time_s(tokens, q_local, x.hidden, x, p, trainable)
+    dense_mlp = _mlp_times_s(tokens, x.ffn_hidden / x.tp, x, p, trainable)
+    moe_mlp = _moe_times_s(x, p, tokens, trainable)
+    moe_fraction = x.n_moe_layers / x.n_layers
+    attention_fwd, attention_bwd = attention_time_s(tokens, x.n_heads / x.tp, x, p)
+    elementwise_bytes = p.elementwise_traffic_factor * elementwise_bytes_per_token(x) / x.n_layers
+    elementwise_fwd = tokens * elementwise_bytes / (x.hbm_bandwidth_gbs * 1e9)
+    elementwise_fwd = elementwise_fwd + _qlora_dequant_s(x)
+    gemm_fwd = qkv[0] + out[0] + (1 - moe_fraction) * dense_mlp[0] + moe_fraction * moe_mlp[0]
+    gemm_bwd = qkv[1] + out[1] + (1 - moe_fraction) * dense_mlp[1] + moe_fraction * moe_mlp[1]
+    forward = gemm_fwd + attention_fwd + elementwise_fwd
+    backward = gemm_bwd + attention_bwd + 2 * elementwise_fwd
+    # selective: without flash attention, redo the attention core (Korthikanti et al. 2022 §5);
+    # with it, redo the elementwise ops whose outputs were dropped (see memory.py)
+    softmax_s = (1 - x.flash_attention) * tokens * 2 * x.activation_bytes * x.n_heads / x.tp * x.seq_len
+    selective = np.where(x.flash_attention > 0, elementwise_fwd,
+                         attention_fwd + softmax_s / (x.hbm_bandwidth_gbs * 1e9))
+    recompute = np.where(x.recompute == 2, forward, np.where(x.recompute == 1, selective, 0.0))
+    return forward, backward, recompute, attention_fwd, attention_bwd
+
+
+def _mlp_times_s(tokens, width_local, x: Inputs, p: ModelParameters, trainable):
+    """Up (gate+up fused when gated) and down projections of one MLP shard."""
+    up = linear_time_s(tokens, x.hidden, (x.mlp_matrices - 1) * width_local, x, p, trainable)
+    down = linear_time_s(tokens, width_local, x.hidden, x, p, trainable)
+    return up[0] + down[0], up[1] + down[1]
+
+
+def _moe_times_s(x: Inputs, p: ModelParameters, tokens, trainable):
+    """Routed experts as a grouped GEMM over this GPU's experts, plus shared experts and router.
+
+    Tokens are assumed balanced: each GPU processes tokens·top_k routed rows, spread over its
+    n_experts/ep local experts (each sharded over tp).
+    """
+    local_experts = np.maximum(x.n_experts / x.ep, 1.0)
+    rows = tokens * x.top_k / local_experts
+    width = x.expert_ffn_hidden / x.tp
+    up_f = gemm_time_s(rows, (x.mlp_matrices - 1) * width, x.hidden, x, p, batch=local_experts)
+    down_f = gemm_time_s(rows, x.hidden, width, x, p, batch=local_experts)
+    up_b = gemm_time_s(rows, x.hidden, (x.mlp_matrices - 1) * width, x, p, batch=local_experts)
+    down_b = gemm_time_s(rows, width, x.hidden, x, p, batch=local_experts)
+    wgrad = gemm_time_s(x.hidden, (x.mlp_matrices - 1) * width, rows, x, p, batch=local_experts)
+    wgrad = wgrad + gemm_time_s(width, x.hidden, rows, x, p, batch=local_experts)
+    shared = _mlp_times_s(tokens, x.n_shared_experts * x.shared_ffn_hidden / x.tp, x, p, trainable)
+    has_shared = x.n_shared_experts > 0
+    router = linear_time_s(tokens, x.hidden, np.maximum(x.n_experts, 1.0), x, p, trainable)
+    forward = up_f + down_f + np.where(has_shared, shared[0], 0.0) + router[0]
+    backward = up_b + down_b + np.where(trainable, wgrad, 0.0) + np.where(has_shared, shared[1], 0.0) + router[1]
+    is_moe = x.n_moe_layers > 0
+    return np.where(is_moe, forward, 0.0), np.where(is_moe, backward, 0.0)
+
+
+def _qlora_dequant_s(x: Inputs):
+    """QLoRA dequantizes each frozen 4-bit weight to 16 bits before every use (read ½, write 2 B)."""
+    dense, experts = local_parameter_counts(x)
+    per_layer = (dense + experts) / (x.n_layers / x.pp)
+    return np.where(x.method == 2, per_layer * 2.5 / (x.hbm_bandwidth_gbs * 1e9), 0.0)
+
+
+def _logits_times_s(x: Inputs, p: ModelParameters, tokens):
+    """Output projection and vocab-parallel cross-entropy (read 16-bit logits, write fp32
+    log-softmax, and back: ~12 bytes per vocabulary entry per token)."""
+    forward, backward = linear_time_s(tokens, x.hidden, x.vocab / x.tp, x, p, x.method == 0)
+    loss = tokens * x.vocab / x.tp * 12 / (x.hbm_bandwidth_gbs * 1e9)
+    return forward + loss / 2, backward + loss / 2
+
+
+def _kernels_per_layer(x: Inputs):
+    """Kernels one layer launches per micro-batch: forward, backward and recomputation.
+
+    Forward: 2 norms, 4 GEMMs, rotary (q and k), attention (1 fused kernel; unfused: 2 batched
+    GEMMs, softmax, dropout), 2 residual adds, the activation, and the TP collectives (2, or 4 with
+    sequence parallelism). Backward: every forward kernel's gradient, plus the weight-gradient
+    GEMMs (4 per layer; the attention GEMMs have 2 gradient GEMMs each).
+    """
+    attention = np.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout)
+    tp_collectives = np.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel), 0.0)
+    moe = 8.0 * x.n_moe_layers / x.n_layers  # router GEMM, top-k, permute, unpermute, grouped GEMMs
+    forward = 2 + 4 + 2 * x.rope + attention + 2 + 1 + tp_collectives + moe
+    backward = forward + 4 + np.where(x.flash_attention > 0, 1.0, 2.0)
+    recompute = np.where(x.recompute == 2, forward, 0.0)
+    return forward + backward + recompute
+
+
+# ---- parallelism traffic ------------------------------------------------------------------------
+
+
+def _tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers):
+    """Megatron TP: 2 all-reduces of the layer's activations forward, 2 backward, 2 more when the
+    forward is recomputed (Shoeybi et al. 2019 Fig. 4); with sequence parallelism each becomes an
+    all-gather + reduce-scatter pair of the same total traffic (Korthikanti et al. 2022 §4.2.2)."""
+    group = comm.GroupLinks(x.tp, 1.0, x, p)
+    per_allreduce = comm.allreduce_time_s(tokens * x.hidden * x.activation_bytes, group)
+    count = 4 + np.where(x.recompute == 2, 2.0, 0.0)
+    return layers * count * per_allreduce
+
+
+def _context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_bwd):
+    """Ring attention: each rank passes its K and V chunk around the ring (cp−1 hops) while it
+    computes on the previous chunk; backward moves K, V and their gradients. Only the part longer
+    than the attention compute shows (Liu et al. 2023, Ring Attention §3)."""
+    group = comm.GroupLinks(x.cp, x.tp, x, p)
+    kv_bytes = tokens * 2 * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0) * x.activation_bytes
+    forward = comm.all_gather_time_s(kv_bytes * x.cp, group)
+    backward = 2 * forward
+    exposed = np.maximum(forward - attention_fwd, 0.0) + np.maximum(backward - attention_bwd, 0.0)
+    exposed = exposed + np.where(x.recompute == 2, np.maximum(forward - attention_fwd, 0.0), 0.0)
+    return np.where(x.cp > 1, layers * exposed, 0.0)
+
+
+def _expert_parallel_s(x: Inputs, p: ModelParameters, tokens):
+    """MoE token dispatch and combine: 2 all-to-alls per MoE layer forward, 2 backward (+2 when
+    recomputed), each moving tokens·top_k·hidden activations (Lepikhin et al. 2020, GShard)."""
+    group = comm.GroupLinks(x.ep, x.tp * x.cp, x, p)
+    per_all_to_all = comm.all_to_all_time_s(tokens * x.top_k * x.hidden * x.activation_bytes, group)
+    count = 4 + np.where(x.recompute == 2, 2.0, 0.0)
+    return np.where(x.ep > 1, x.n_moe_layers / x.pp * count * per_all_to_all, 0.0)
+
+
+def _pipeline_comm_s(x: Inputs, p: ModelParameters):
+    """Stage-to-stage activation sends on the critical path: forward and backward for each of the
+    m·v micro-batch chunks a stage handles, plus the fill and drain across p−1 boundaries. Megatron
+    scatters the activation over the TP ranks before sending (Narayanan et al. 2021 §4.1)."""
+    tokens = x.micro_batch * x.seq_len / x.cp
+    nbytes = tokens * x.hidden * x.activation_bytes / x.tp
+    across_nodes = x.tp * x.cp * x.dp >= x.gpus_per_node
+    send = comm.p2p_time_s(nbytes, across_nodes & (x.n_nodes > 1), x, p)
+    sends = 2 * x.vpp * x.micro_batches + 2 * (x.pp - 1)
+    return np.where(x.pp > 1, sends * send, 0.0)
+
+
+def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
+    """Gradient reduction (and ZeRO's parameter gathers) minus what hides under compute.
+
+    ZeRO-0: all-reduce of the gradients once per step, under the last micro-batch's backward.
+    ZeRO-1: reduce-scatter of gradients + all-gather of updated 16-bit weights, once per step.
+    ZeRO-2: reduce-scatter after every micro-batch's backward, all-gather once per step.
+    ZeRO-3/FSDP: per micro-batch, gather weights for forward and again for backward, and
+    reduce-scatter gradients, each under the compute of the pass it serves
+    (Rajbhandari et al. 2020 §5; Zhao et al. 2023, PyTorch FSDP §3.3).
+    Gradient accumulation amortizes the once-per-step traffic over m micro-batches.
+    """
+    dense, experts = local_parameter_counts(x)
+    adapters = lora_parameters_per_layer(x) * x.n_layers / x.pp / x.tp
+    trainable_dense = np.where(x.method == 0, dense, adapters)
+    trainable_expert = np.where(x.method == 0, experts, 0.0)
+    dense_group = comm.GroupLinks(x.dp * x.cp, x.tp, x, p)
+    expert_group = comm.GroupLinks(np.maximum(x.dp * x.cp / x.ep, 1.0), x.tp * x.cp * x.ep, x, p)
+
+    def both(collective, count_dense, count_expert, element_bytes):
+        return collective(count_dense * element_bytes, dense_group) + np.where(
+            count_expert > 0, collective(count_expert * element_bytes, expert_group), 0.0)
+
+    grads_ar = both(comm.allreduce_time_s, trainable_dense, trainable_expert, x.grad_bytes)
+    grads_rs = both(comm.reduce_scatter_time_s, trainable_dense, trainable_expert, x.grad_bytes)
+    params_ag = both(comm.all_gather_time_s, dense, experts, x.weight_bytes)
+    trainable_ag = both(comm.all_gather_time_s, trainable_dense, trainable_expert, x.weight_bytes)
+    layers = np.maximum(x.n_layers / x.pp, 1.0)
+    window_fwd = p.dp_overlap_fraction * micro["forward"]
+    window_bwd = p.dp_overlap_fraction * micro["backward"]
+    m = x.micro_batches
+
+    def exposed(traffic, window):
+        """What does not fit under the window, and never less than the last layer's share."""
+        return np.maximum(traffic - window, traffic / layers)
+
+    zero0 = exposed(grads_ar, window_bwd)
+    zero1 = exposed(grads_rs, window_bwd) + trainable_ag
+    zero2 = m * exposed(grads_rs, window_bwd) + trainable_ag
+    zero3 = m * (exposed(params_ag, window_fwd) + exposed(params_ag + grads_rs, window_bwd))
+    by_stage = np.where(x.zero == 0, zero0, np.where(x.zero == 1, zero1, np.where(x.zero == 2, zero2, zero3)))
+    return np.where(x.dp * x.cp > 1, by_stage, 0.0)
+
+
+# ---- optimizer and host side --------------------------------------------------------------------
+
+
+def _optimizer_s(x: Inputs, p: ModelParameters):
+    """The optimizer step streams its states through HBM (fused Adam: grads, fp32 master, m, v in,
+    master, m, v and 16-bit weights out) — or, with ZeRO-Offload, through host memory, after the
+    gradients go down and the weights come back over PCIe (Ren et al. 2021 §4)."""
+    dense, experts = local_parameter_counts(x)
+    adapters = lora_parameters_per_layer(x) * x.n_layers / x.pp / x.tp
+    trainable = np.where(x.method == 0, dense + experts, adapters)
+    shard = np.where(x.zero >= 1, x.dp * x.cp, 1.0)
+    local = trainable / shard
+    on_gpu = local * x.optimizer_rw_bytes / (x.hbm_bandwidth_gbs * 1e9)
+    host_share = x.host_memory_bandwidth_gbs / x.gpus_per_node
+    on_cpu = local * x.optimizer_rw_bytes / (np.nan_to_num(host_share, nan=50.0) * 1e9)
+    transfers = local * (x.grad_bytes + x.weight_bytes) / (x.pcie_bandwidth_gbs * 1e9)
+    offloaded = x.offload > 0
+    return np.where(offloaded, on_cpu, on_gpu), np.where(offloaded, transfers, 0.0)
+
+
+def _host_transfer_exposed_s(x: Inputs, gpu_busy):
+    """Batches are copied from pinned memory ahead of use; only a copy longer than the step shows."""
+    tokens = x.micro_batch * x.seq_len / x.cp
+    copies = x.micro_batches * tokens * TOKEN_BATCH_BYTES / (x.pcie_bandwidth_gbs * 1e9)
+    return np.maximum(copies - gpu_busy, 0.0)
+
+
+def _loading_nodes(x: Inputs):
+    """Nodes that feed data: those hosting the first pipeline stage."""
+    return np.maximum(x.n_nodes / x.pp, 1.0)
+
+
+def _data_loading_exposed_s(x: Inputs, p: ModelParameters, gpu_busy):
+    """Loader workers prepare the next batches while the GPUs work; what they cannot finish in a
+    step shows. CPU: tokens per loading node over (cores − one per training process) × the
+    per-core rate; storage: the bytes of those tokens over the node's read rate. Unknown cores or
+    storage are not modelled (NaN → 0)."""
+    tokens_per_node = x.global_batch * x.seq_len / _loading_nodes(x)
+    loader_cores = np.maximum(x.cpu_cores_per_node - x.gpus_per_node, 1.0)
+    rate = np.where(x.pretokenized > 0, x.collate_rate_per_core, x.tokenize_rate_per_core)
+    cpu_s = np.nan_to_num(tokens_per_node / (loader_cores * rate), nan=0.0)
+    read_s = np.nan_to_num(tokens_per_node * p.bytes_per_token_on_disk / (x.storage_read_gbs * 1e9), nan=0.0)
+    return np.maximum(np.maximum(cpu_s, read_s) - gpu_busy, 0.0)
+
+
+def _checkpoint_s(x: Inputs):
+    """A full checkpoint (16-bit weights + optimizer states), written in parallel by every node,
+    amortized over the checkpoint interval; zero when storage or the interval is unknown."""
+    state_bytes = x.params_total * (x.weight_bytes + np.where(x.method == 0, x.optimizer_bytes, 0.0))
+    per_node = state_bytes / x.n_nodes
+    write_s = np.nan_to_num(per_node / (x.storage_write_gbs * 1e9), nan=0.0)
+    return write_s / x.checkpoint_interval_steps
+
+
+def _host_ram_gb(x: Inputs, p: ModelParameters):
+    """Host RAM a node needs: one training process and its loader workers per GPU, offloaded
+    optimizer states, and a staging copy of the node's checkpoint shard."""
+    processes = x.gpus_per_node * (p.host_ram_per_gpu_process_gb + x.loader_workers_per_gpu * p.host_ram_per_loader_worker_gb)
+    dense, experts = local_parameter_counts(x)
+    shard = np.where(x.zero >= 1, x.dp * x.cp, 1.0)
+    offloaded = np.where(x.offload > 0, (dense + experts) / shard * x.optimizer_bytes * x.gpus_per_node / 1e9, 0.0)
+    staging = x.params_total * x.weight_bytes / x.n_nodes / 1e9
+    return processes + offloaded + staging

@@ -1,0 +1,182 @@
+"""`estimate(job)`: one configuration → an Estimate, with its bottleneck, what-ifs and fit advice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trainrig.estimate.core import MEMORY_PARTS, STEP_PARTS, Outputs, evaluate
+from trainrig.estimate.inputs import Inputs, inputs_from_job
+from trainrig.estimate.memory import GIB
+from trainrig.estimate.params import DEFAULT_PARAMETERS, ModelParameters
+from trainrig.estimate.result import RESOURCES, Estimate
+from trainrig.specs import Job
+
+__all__ = ["estimate", "doubled_resource_inputs"]
+
+
+def estimate(
+    job: Job,
+    params: ModelParameters = DEFAULT_PARAMETERS,
+    price_usd_per_gpu_hour: float | None = None,
+    advise_fit: bool = True,
+) -> Estimate:
+    """Memory, step time, throughput, MFU, bottleneck and (with `training.tokens`) total time and cost."""
+    base = inputs_from_job(job, params)
+    # the base and one variant per resource at twice its speed, evaluated in one vectorized call
+    out = evaluate(doubled_resource_inputs(base), params)
+    row = _row(out, 0)
+    speedups = {name: float(row["step_time_s"] / out.step_time_s[i + 1]) for i, name in enumerate(RESOURCES)}
+    fits = bool(row["fits"])
+    fit_message = None if fits else _fit_message(job, row, params) if advise_fit else _overflow_text(job, row)
+    tokens = job.training.tokens
+    total_s = tokens / row["tokens_per_s"] if tokens else None
+    gpu_hours = total_s * job.hardware.n_gpus / 3600 if total_s is not None else None
+    cost = gpu_hours * price_usd_per_gpu_hour if gpu_hours is not None and price_usd_per_gpu_hour else None
+    bottleneck, message = _bottleneck(row, speedups, job)
+    return Estimate(
+        fits=fits,
+        fit_message=fit_message,
+        memory_per_gpu_gib=row["memory_bytes"] / GIB,
+        memory_capacity_gib=job.hardware.gpu.memory_gib,
+        memory_breakdown_gib={k: row["memory"][k] / GIB for k in MEMORY_PARTS},
+        step_time_s=row["step_time_s"],
+        step_breakdown_s={k: row["step"][k] for k in STEP_PARTS},
+        tokens_per_s=row["tokens_per_s"],
+        tokens_per_s_per_gpu=row["tokens_per_s"] / job.hardware.n_gpus,
+        model_tflops_per_gpu=row["model_tflops_per_gpu"],
+        hardware_tflops_per_gpu=row["hardware_tflops_per_gpu"],
+        mfu=row["mfu"],
+        bottleneck=bottleneck,
+        bottleneck_message=message,
+        speedup_if_2x=speedups,
+        total_time_s=total_s,
+        gpu_hours=gpu_hours,
+        cost_usd=cost,
+        price_usd_per_gpu_hour=price_usd_per_gpu_hour,
+        host_ram_gb_per_node=row["host_ram_gb_per_node"],
+        config=_config(job),
+        warnings=_warnings(job, row),
+        notes=list(job.notes) + _unmodelled(job),
+    )
+
+
+def doubled_resource_inputs(base: Inputs) -> Inputs:
+    """Rows: the base, then each of RESOURCES at twice its speed (same order)."""
+    def column(name: str, factor_by_row: dict[int, float]):
+        value = getattr(base, name)
+        return np.array([value * factor_by_row.get(i, 1.0) for i in range(len(RESOURCES) + 1)], dtype=float)
+
+    index = {name: i + 1 for i, name in enumerate(RESOURCES)}
+    twice = {
+        "gemm_peak_tflops": {index["compute"]: 2.0},
+        "attention_peak_tflops": {index["compute"]: 2.0},
+        "hbm_bandwidth_gbs": {index["hbm_bandwidth"]: 2.0},
+        "intra_bandwidth_gbs": {index["intra_node"]: 2.0},
+        "inter_node_bandwidth_gbs": {index["inter_node"]: 2.0},
+        "pcie_bandwidth_gbs": {index["pcie"]: 2.0},
+        "pcie_peer_gbs": {index["pcie"]: 2.0},
+        "cpu_cores_per_node": {index["cpu"]: 2.0},
+        "kernel_launch_us": {index["cpu"]: 0.5},
+        "host_memory_bandwidth_gbs": {index["cpu"]: 2.0},
+        "storage_read_gbs": {index["storage"]: 2.0},
+        "storage_write_gbs": {index["storage"]: 2.0},
+    }
+    return base.with_values(**{name: column(name, rows) for name, rows in twice.items()})
+
+
+def _row(out: Outputs, i: int) -> dict[str, Any]:
+    pick = lambda v: float(np.asarray(v, dtype=float).reshape(-1)[i]) if np.ndim(v) else float(v)  # noqa: E731
+    return {
+        "step": {k: pick(v) for k, v in out.step_parts_s.items()},
+        "memory": {k: pick(v) for k, v in out.memory_parts_bytes.items()},
+        "step_time_s": pick(out.step_time_s),
+        "memory_bytes": pick(out.memory_bytes),
+        "fits": bool(np.asarray(out.fits).reshape(-1)[i]),
+        "tokens_per_s": pick(out.tokens_per_s),
+        "model_tflops_per_gpu": pick(out.model_tflops_per_gpu),
+        "hardware_tflops_per_gpu": pick(out.hardware_tflops_per_gpu),
+        "mfu": pick(out.mfu),
+        "host_ram_gb_per_node": pick(out.host_ram_gb_per_node),
+        "launch_bound_fraction": pick(out.launch_bound_fraction),
+    }
+
+
+def _bottleneck(row: dict[str, Any], speedups: dict[str, float], job: Job) -> tuple[str, str]:
+    resource = max(speedups, key=speedups.get)
+    gain = speedups[resource]
+    bubble_share = row["step"]["pp_bubble"] / row["step_time_s"]
+    if gain < 1 + bubble_share / 2 and bubble_share > 0.1:
+        return "pipeline_bubble", (
+            f"the pipeline bubble is {bubble_share:.0%} of the step; more micro-batches per step"
+            " or interleaving (vpp) shrink it")
+    share = {k: v / row["step_time_s"] for k, v in row["step"].items()}
+    detail = {
+        "compute": f"GEMMs and attention take {share['compute']:.0%} of the step at {row['mfu']:.0%} MFU",
+        "hbm_bandwidth": "memory-bound kernels (norms, activations, optimizer) weigh on the step",
+        "intra_node": f"intra-node traffic (TP {share['tp_comm']:.0%}, DP {share['dp_comm']:.0%} of the step) is exposed",
+        "inter_node": f"the network between nodes carries exposed traffic (DP {share['dp_comm']:.0%} of the step)",
+        "pcie": f"host↔GPU copies over PCIe are exposed ({share['host_transfer']:.0%} of the step)",
+        "cpu": (f"the GPU waits on kernel launches ({share['launch_overhead']:.0%} of the step)"
+                if row["launch_bound_fraction"] > 0 else f"data loading on the CPU shows ({share['data_loading']:.0%} of the step)"),
+        "storage": f"dataset reads or checkpoint writes show ({share['data_loading'] + share['checkpoint']:.0%} of the step)",
+    }[resource]
+    return resource, f"{RESOURCES[resource]} binds: {detail}; 2× faster would speed the step {gain:.2f}×"
+
+
+def _fit_message(job: Job, row: dict[str, Any], params: ModelParameters) -> str:
+    from trainrig.estimate.fit_advice import smallest_fitting_change
+
+    change = smallest_fitting_change(job, params)
+    return _overflow_text(job, row) + (f"; smallest change that fits: {change}" if change else
+                                        "; no single change fits — use more GPUs or a GPU with more memory")
+
+
+def _overflow_text(job: Job, row: dict[str, Any]) -> str:
+    largest = max(row["memory"], key=row["memory"].get)
+    return (f"needs {row['memory_bytes'] / GIB:.1f} GiB per GPU but {job.hardware.gpu.id} has "
+            f"{job.hardware.gpu.memory_gib:g} GiB ({largest} {row['memory'][largest] / GIB:.1f} GiB)")
+
+
+def _config(job: Job) -> dict[str, Any]:
+    t, hw = job.training, job.hardware
+    return {
+        "model": job.model.name, "n_params": job.model.n_params, "gpu": hw.gpu.id, "n_gpus": hw.n_gpus,
+        "n_nodes": hw.n_nodes, "gpus_per_node": hw.gpus_per_node, "intra_node": hw.intra_node.id,
+        "inter_node": hw.inter_node.link.id if hw.inter_node else None,
+        "tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "dp": t.dp_degree, "vpp": t.vpp,
+        "zero": t.zero, "recompute": t.recompute, "micro_batch": t.micro_batch,
+        "global_batch": t.global_batch, "grad_accum": t.micro_batches, "seq_len": t.seq_len,
+        "precision": t.precision, "method": t.method,
+    }
+
+
+def _warnings(job: Job, row: dict[str, Any]) -> list[str]:
+    t, hw = job.training, job.hardware
+    warnings = []
+    used = row["memory_bytes"] / GIB / hw.gpu.memory_gib
+    if row["fits"] and used > 0.9:
+        warnings.append(f"memory is {used:.0%} full: fragmentation may push it over; leave ~10% headroom")
+    if t.tp > hw.gpus_per_node:
+        warnings.append(f"tp={t.tp} spans nodes: every layer's all-reduces cross the network")
+    if t.zero >= 2 and t.pp > 1:
+        warnings.append("ZeRO-2/3 with pipeline parallelism is unsupported by DeepSpeed and Megatron")
+    if hw.ram_gb_per_node and row["host_ram_gb_per_node"] > hw.ram_gb_per_node:
+        warnings.append(f"host RAM: a node needs ~{row['host_ram_gb_per_node']:.0f} GB but has {hw.ram_gb_per_node:g} GB")
+    if row["launch_bound_fraction"] > 0.2:
+        warnings.append(f"{row['launch_bound_fraction']:.0%} of compute waits on kernel launches: larger"
+                        " micro-batches, CUDA graphs or torch.compile would help")
+    if t.sequence_parallel and t.tp == 1:
+        warnings.append("sequence_parallel has no effect with tp=1")
+    return warnings
+
+
+def _unmodelled(job: Job) -> list[str]:
+    hw = job.hardware
+    notes = []
+    if hw.cpu_cores_per_node is None and not (hw.profile and hw.profile.cpu_cores):
+        notes.append("CPU cores per node not given: data-loading throughput not modelled")
+    if hw.storage is None and not (hw.profile and hw.profile.storage_read_gbs):
+        notes.append("storage not given: dataset reads and checkpoint writes not modelled")
+    return notes

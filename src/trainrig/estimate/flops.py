@@ -1,0 +1,74 @@
+"""FLOP accounting per token, in the convention of Korthikanti et al. 2022 (and Narayanan et al.
+2021, eq. 3): every GEMM counted at 2 FLOPs per multiply-add, attention scores over the full
+sequence (not halved for the causal mask), training = forward + backward = 3 × forward.
+
+For a GPT layer this is 72·B·s·h²·(1 + s/(6h)) per layer plus 6·B·s·h·V for the logits — the
+formula Korthikanti et al. use for MFU. Hardware FLOPs add what recomputation executes again.
+All functions take `Inputs` whose fields may be numpy arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trainrig.estimate.inputs import Inputs
+
+__all__ = [
+    "attention_context",
+    "layer_gemm_flops_per_token",
+    "attention_flops_per_token",
+    "logits_flops_per_token",
+    "model_flops_per_token",
+    "hardware_flops_per_token",
+]
+
+
+def attention_context(x: Inputs):
+    """Keys each query attends to in the FLOP convention: the whole sequence, capped by a window."""
+    return np.minimum(x.seq_len, x.context_len_cap)
+
+
+def layer_gemm_flops_per_token(x: Inputs):
+    """Forward GEMM FLOPs of all transformer layers for one token (MoE: only the routed experts)."""
+    q_width = x.n_heads * x.head_dim
+    kv_width = x.kv_heads * x.head_dim
+    projections = 2 * x.hidden * (2 * q_width + 2 * kv_width)
+    dense_mlp = 2 * x.hidden * x.ffn_hidden * x.mlp_matrices
+    moe_mlp = 2 * x.hidden * x.mlp_matrices * (
+        x.top_k * x.expert_ffn_hidden + x.n_shared_experts * x.shared_ffn_hidden
+    ) + 2 * x.hidden * x.n_experts  # router
+    dense_layers = x.n_layers - x.n_moe_layers
+    return x.n_layers * projections + dense_layers * dense_mlp + x.n_moe_layers * moe_mlp
+
+
+def attention_flops_per_token(x: Inputs):
+    """Forward FLOPs of QKᵀ and attention·V for one token over all layers: 2 · 2·ctx·heads·d."""
+    return x.n_layers * 4 * attention_context(x) * x.n_heads * x.head_dim
+
+
+def logits_flops_per_token(x: Inputs):
+    """Forward FLOPs of the output projection for one token."""
+    return 2 * x.hidden * x.vocab
+
+
+def model_flops_per_token(x: Inputs):
+    """Training FLOPs per token without recomputation.
+
+    Full training: 3 × forward. LoRA/QLoRA: frozen weights need only input gradients, so their
+    GEMMs cost 2 × forward; attention (no weights) still costs 3 × (Hu et al. 2021 §4.2).
+    """
+    gemm = layer_gemm_flops_per_token(x) + logits_flops_per_token(x)
+    gemm_factor = np.where(x.method > 0, 2.0, 3.0)
+    return gemm_factor * gemm + 3 * attention_flops_per_token(x)
+
+
+def hardware_flops_per_token(x: Inputs):
+    """Model FLOPs plus recomputation: full recompute repeats every layer's forward; selective
+    repeats the attention products (Korthikanti et al. 2022 §5, their HFU) — nothing with flash
+    attention, which never stores the scores selective recompute would otherwise drop."""
+    layers_forward = layer_gemm_flops_per_token(x) + attention_flops_per_token(x)
+    selective = (x.recompute == 1) & (x.flash_attention == 0)  # flash keeps no scores to redo
+    recompute = np.where(
+        x.recompute == 2, layers_forward, np.where(selective, attention_flops_per_token(x), 0.0)
+    )
+    return model_flops_per_token(x) + recompute

@@ -1,0 +1,257 @@
+"""A job flattened into numbers: the one input of the vectorized model core.
+
+Every field is a float or a numpy array of floats; the core broadcasts them, so one `Inputs` can
+describe one configuration (the `estimate` path) or a hundred thousand (the planner). Categorical
+choices become numbers here (recompute 0/1/2, flags 0/1), so the core has no Python branches on data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numpy as np
+
+from trainrig.estimate.params import ModelParameters
+from trainrig.specs import Job
+
+__all__ = ["Inputs", "inputs_from_job", "RECOMPUTE_CODE", "METHOD_CODE", "stack_inputs"]
+
+RECOMPUTE_CODE = {"none": 0.0, "selective": 1.0, "full": 2.0}
+METHOD_CODE = {"full": 0.0, "lora": 1.0, "qlora": 2.0}
+OFFLOAD_CODE = {"none": 0.0, "optimizer": 1.0}
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Numbers the model core needs. Units are in the names; counts are plain."""
+
+    # model shape
+    n_layers: Any
+    n_moe_layers: Any
+    hidden: Any
+    n_heads: Any
+    kv_heads: Any
+    head_dim: Any
+    ffn_hidden: Any
+    mlp_matrices: Any  # 3 gated, 2 plain
+    vocab: Any
+    context_len_cap: Any  # sliding window, or inf
+    rope: Any  # 1 when rotary embeddings are applied to q and k
+    n_experts: Any
+    top_k: Any
+    expert_ffn_hidden: Any
+    n_shared_experts: Any
+    shared_ffn_hidden: Any
+    # parameter counts (whole model)
+    params_total: Any
+    params_attention_per_layer: Any
+    params_dense_mlp_per_layer: Any
+    params_expert: Any  # one routed expert
+    params_moe_shared_per_layer: Any  # shared experts + router of one MoE layer
+    params_norms_per_layer: Any
+    params_embedding: Any
+    params_head: Any  # 0 when tied and pp == 1
+    # training
+    seq_len: Any
+    micro_batch: Any
+    micro_batches: Any  # grad accumulation steps per optimizer step
+    global_batch: Any
+    tp: Any
+    pp: Any
+    cp: Any
+    ep: Any
+    dp: Any
+    vpp: Any
+    zero: Any
+    recompute: Any
+    sequence_parallel: Any
+    flash_attention: Any
+    dropout: Any
+    activation_bytes: Any  # bytes per activation element (2 for 16-bit, 4 for fp32)
+    weight_bytes: Any
+    grad_bytes: Any
+    optimizer_bytes: Any  # optimizer state per trainable parameter (incl. fp32 master copy)
+    optimizer_rw_bytes: Any  # bytes the optimizer step reads+writes per local parameter
+    fp8: Any
+    method: Any
+    lora_rank: Any
+    frozen_weight_bytes: Any  # LoRA: 2 (bf16 base), QLoRA: ~0.516 (NF4 + double-quant)
+    offload: Any
+    pretokenized: Any
+    checkpoint_interval_steps: Any  # inf when no checkpoints are modelled
+    loader_workers_per_gpu: Any
+    # GPU
+    gemm_peak_tflops: Any  # dense peak for the GEMM precision
+    attention_peak_tflops: Any  # dense peak of the precision attention runs in (bf16 for fp8)
+    mfu_peak_tflops: Any
+    matmul_efficiency: Any  # best-shape fraction of peak (MAMF), before tile effects
+    attention_efficiency: Any  # fused attention's fraction of attention_peak_tflops
+    compute_units: Any
+    hbm_bandwidth_gbs: Any  # effective (datasheet × efficiency, or measured)
+    memory_gib: Any
+    # links (effective GB/s per direction, latency in µs)
+    intra_bandwidth_gbs: Any
+    intra_latency_us: Any
+    scale_up_domain: Any  # GPUs the intra-node link joins; larger groups use PCIe between domains
+    pcie_peer_gbs: Any  # GPU↔GPU over PCIe, for traffic between scale-up domains
+    inter_node_bandwidth_gbs: Any  # whole node, all ports
+    inter_latency_us: Any
+    pcie_bandwidth_gbs: Any  # per GPU, after sharing a switch
+    pcie_latency_us: Any
+    gpus_per_node: Any
+    n_nodes: Any
+    # host
+    cpu_cores_per_node: Any  # nan = unknown (not modelled)
+    host_memory_bandwidth_gbs: Any  # per node; nan = unknown
+    storage_read_gbs: Any  # per node; nan = unknown
+    storage_write_gbs: Any
+    ram_gb_per_node: Any
+    collate_rate_per_core: Any
+    tokenize_rate_per_core: Any
+    kernel_launch_us: Any
+
+    def with_values(self, **changes: Any) -> Inputs:
+        return replace(self, **changes)
+
+
+def stack_inputs(rows: list[Inputs]) -> Inputs:
+    """Many single-configuration Inputs as one of arrays (rows must share nothing but the type)."""
+    return Inputs(**{f.name: np.array([getattr(r, f.name) for r in rows], dtype=float) for f in fields(Inputs)})
+
+
+def inputs_from_job(job: Job, params: ModelParameters) -> Inputs:
+    """Flatten one job; the profile's measurements replace datasheet ceilings where present."""
+    return Inputs(**_model_fields(job), **_training_fields(job), **_gpu_fields(job, params),
+                  **_link_fields(job), **_host_fields(job, params))
+
+
+def _model_fields(job: Job) -> dict[str, float]:
+    m, t = job.model, job.training
+    tied_shared = m.tied_embeddings and t.pp == 1
+    return dict(
+        n_layers=m.n_layers, n_moe_layers=m.n_moe_layers, hidden=m.hidden, n_heads=m.n_heads,
+        kv_heads=m.kv_heads, head_dim=m.head_width, ffn_hidden=m.ffn_hidden,
+        mlp_matrices=3 if m.gated_mlp else 2, vocab=m.vocab,
+        context_len_cap=float(m.sliding_window or np.inf), rope=float(m.position_embedding == "rope"),
+        n_experts=m.n_experts, top_k=m.top_k if m.is_moe else 0, expert_ffn_hidden=m.expert_ffn,
+        n_shared_experts=m.n_shared_experts, shared_ffn_hidden=m.shared_ffn,
+        params_total=m.n_params, params_attention_per_layer=m.attention_params_per_layer,
+        params_dense_mlp_per_layer=m.mlp_params(m.ffn_hidden),
+        params_expert=m.mlp_params(m.expert_ffn) if m.is_moe else 0,
+        params_moe_shared_per_layer=(m.n_shared_experts * m.mlp_params(m.shared_ffn)
+                                     + m.hidden * m.n_experts) if m.is_moe else 0,
+        params_norms_per_layer=2 * m.norm_params, params_embedding=m.embedding_params,
+        params_head=0 if tied_shared else m.vocab * m.hidden,
+    )
+
+
+# Bytes of optimizer state per trainable parameter, (mixed precision, pure fp32):
+# AdamW keeps fp32 master weights + m + v (Rajbhandari et al. 2020, ZeRO §3: 12 of the "16Ψ");
+# 8-bit Adam stores m and v in one byte each (Dettmers et al. 2022); SGD keeps momentum;
+# Adafactor keeps factored second moments only (Shazeer & Stern 2018), negligible per parameter.
+OPTIMIZER_STATE_BYTES = {"adamw": (12, 8), "adam8bit": (6, 2), "sgd": (8, 4), "adafactor": (4, 0)}
+# Bytes the optimizer step streams per parameter (reads + writes of grads, states, master, weights).
+OPTIMIZER_STEP_BYTES = {"adamw": 34, "adam8bit": 22, "sgd": 22, "adafactor": 18}
+
+
+def _training_fields(job: Job) -> dict[str, float]:
+    t = job.training
+    mixed = t.precision != "fp32"
+    state_mixed, state_fp32 = OPTIMIZER_STATE_BYTES[t.optimizer]
+    return dict(
+        seq_len=t.seq_len, micro_batch=t.micro_batch, micro_batches=t.micro_batches,
+        global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, dp=t.dp_degree, vpp=t.vpp,
+        zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
+        sequence_parallel=float(t.sequence_parallel and t.tp > 1),
+        flash_attention=float(t.flash_attention), dropout=float(t.dropout),
+        activation_bytes=2 if mixed else 4, weight_bytes=2 if mixed else 4,
+        # gradients are accumulated and reduced in fp32 by default (Megatron's main_grad, PyTorch
+        # AMP, FSDP reduce_dtype): 4 bytes; MODELING.md's 18 B/param for Megatron.
+        grad_bytes=4,
+        optimizer_bytes=state_mixed if mixed else state_fp32,
+        optimizer_rw_bytes=OPTIMIZER_STEP_BYTES[t.optimizer],
+        fp8=float(t.precision == "fp8"), method=METHOD_CODE[t.method], lora_rank=t.lora_rank,
+        # QLoRA's NF4 with double quantization: 4 + 0.127 bits per parameter (Dettmers et al. 2023).
+        frozen_weight_bytes=(4 + 0.127) / 8 if t.method == "qlora" else 2,
+        offload=OFFLOAD_CODE[t.offload], pretokenized=float(t.data_format == "pretokenized"),
+        checkpoint_interval_steps=float(t.checkpoint_interval_steps or np.inf),
+        loader_workers_per_gpu=t.loader_workers_per_gpu,
+    )
+
+
+def _gpu_fields(job: Job, params: ModelParameters) -> dict[str, float]:
+    gpu, t, profile = job.hardware.gpu, job.training, job.hardware.profile
+    gemm_precision = t.precision
+    peak = gpu.peak(gemm_precision)
+    attention_peak = gpu.peak("bf16" if t.precision == "fp8" else t.precision)
+    efficiency = (gpu.matmul_efficiency or params.default_matmul_efficiency) * params.sustained_matmul_fraction
+    if t.precision == "fp8":
+        efficiency *= params.fp8_matmul_ratio
+    if t.precision == "fp32":
+        # vector FP32 units have no tensor-core feed limit; cuBLAS SGEMM reaches ~90% of peak
+        efficiency = 0.9 * params.sustained_matmul_fraction
+    attention = (gpu.attention_efficiency or params.default_attention_efficiency) * params.sustained_matmul_fraction
+    hbm = gpu.memory_bandwidth_gbs * params.memory_efficiency
+    if profile is not None:
+        measured = profile.gemm_tflops.get(gemm_precision)
+        if measured:
+            peak, efficiency = measured, params.sustained_matmul_fraction
+            attention_peak = profile.gemm_tflops.get("bf16", attention_peak) if t.precision == "fp8" else measured
+        hbm = profile.memory_bandwidth_gbs or hbm
+    mfu_peak = gpu.peak("bf16") if t.precision == "fp8" else gpu.peak(t.precision)
+    return dict(
+        gemm_peak_tflops=peak, attention_peak_tflops=attention_peak, mfu_peak_tflops=mfu_peak,
+        matmul_efficiency=efficiency, attention_efficiency=attention, compute_units=gpu.compute_units, hbm_bandwidth_gbs=hbm,
+        memory_gib=gpu.memory_gib,
+    )
+
+
+def _link_fields(job: Job) -> dict[str, float]:
+    hw = job.hardware
+    profile = hw.profile
+    intra = hw.intra_node.bandwidth_gbs * hw.intra_node.efficiency
+    if hw.gpu.scale_up == hw.intra_node.id and hw.gpu.scale_up_gbs:
+        intra = hw.gpu.scale_up_gbs / 2 * hw.intra_node.efficiency  # the part's own link count
+    pcie = hw.host_link.bandwidth_gbs * hw.host_link.efficiency
+    if profile is not None:
+        intra = profile.intra_node_busbw_gbs or intra
+        pcie = profile.pcie_h2d_gbs or pcie
+    net = hw.inter_node
+    inter = net.node_bandwidth_gbs * net.link.efficiency if net else NAN
+    if profile is not None and profile.inter_node_busbw_gbs and net:
+        inter = profile.inter_node_busbw_gbs * hw.gpus_in_node
+    domain = hw.gpu.scale_up_domain if hw.intra_node.id == hw.gpu.scale_up else None
+    return dict(
+        intra_bandwidth_gbs=intra, intra_latency_us=hw.intra_node.latency_us,
+        scale_up_domain=float(domain or hw.gpus_in_node), pcie_peer_gbs=pcie,
+        inter_node_bandwidth_gbs=inter, inter_latency_us=net.link.latency_us if net else NAN,
+        pcie_bandwidth_gbs=pcie / hw.gpus_per_pcie_switch, pcie_latency_us=hw.host_link.latency_us,
+        gpus_per_node=hw.gpus_in_node, n_nodes=hw.n_nodes,
+    )
+
+
+def _host_fields(job: Job, params: ModelParameters) -> dict[str, float]:
+    hw, profile = job.hardware, job.hardware.profile
+    cores = hw.cpu_cores_per_node or (profile.cpu_cores if profile else None)
+    host_bw = NAN
+    if hw.host_memory is not None and hw.cpu is not None:
+        sockets = max(1, round((cores or hw.cpu.cores) / hw.cpu.cores))
+        host_bw = hw.host_memory.per_channel_gbs * hw.cpu.memory_channels * sockets * hw.host_memory.efficiency
+    if profile is not None and profile.host_memory_bandwidth_gbs:
+        host_bw = profile.host_memory_bandwidth_gbs
+    read = hw.storage.seq_read_gbs if hw.storage else NAN
+    write = hw.storage.seq_write_gbs if hw.storage else NAN
+    if profile is not None:
+        read = profile.storage_read_gbs or read
+        write = profile.storage_write_gbs or write
+    collate = (profile.collate_tokens_per_s_per_core if profile else None) or params.collate_tokens_per_s_per_core
+    tokenize = (profile.tokenize_tokens_per_s_per_core if profile else None) or params.tokenize_tokens_per_s_per_core
+    return dict(
+        cpu_cores_per_node=float(cores) if cores else NAN, host_memory_bandwidth_gbs=host_bw,
+        storage_read_gbs=read, storage_write_gbs=write,
+        ram_gb_per_node=hw.ram_gb_per_node or NAN,
+        collate_rate_per_core=collate, tokenize_rate_per_core=tokenize,
+        kernel_launch_us=params.kernel_launch_us,
+    )

@@ -1,0 +1,99 @@
+"""The named efficiency parameters of the performance model: few, physical, and each with its source.
+
+Everything else in the model is arithmetic on datasheet figures (or a probe's measurements). These
+are the only numbers that say how far real software gets from the hardware's limits. They are the
+same for every case; `trainrig validate` scores them against published runs (docs/accuracy.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+__all__ = ["ModelParameters", "DEFAULT_PARAMETERS"]
+
+
+@dataclass(frozen=True)
+class ModelParameters:
+    """Efficiency parameters; see each field's comment for meaning and source."""
+
+    # --- GPU arithmetic -------------------------------------------------------------------------
+    default_matmul_efficiency: float = 0.75
+    """Best-shape GEMM fraction of dense peak for GPUs without a MAMF measurement in the catalog
+    (median of the measured entries in stas00/ml-engineering's MAMF table: 0.52–0.97)."""
+    fp8_matmul_ratio: float = 0.88
+    """fp8 best-shape GEMM efficiency relative to bf16's: H100 70.9% vs 80.3% (MAMF table)."""
+    sustained_matmul_fraction: float = 0.72
+    """Share of the isolated best-shape GEMM rate that GEMMs sustain inside a training step: clocks
+    drop under sustained full-board power, caches are cold, communication kernels share the SMs.
+    Fitted on the bundled measured runs (docs/accuracy.md)."""
+    gemm_k_overhead: float = 150.0
+    """Reduction depth's worth of fixed work per output tile (pipeline fill, epilogue writing C):
+    a GEMM of depth K runs at K/(K + this) of the large-K rate (CUTLASS's multistage mainloop)."""
+    tile_saturation_intensity: float = 64.0
+    """FLOP per operand byte a GEMM tile needs to keep the matrix units busy: a 128×128 tile
+    (intensity 128·128/(128+128)=64 in 16-bit elements) reaches the MAMF rate, smaller tiles a
+    proportional fraction. Chosen so 128×128 and larger tiles are compute-bound as in CUTLASS's
+    default configurations (NVIDIA CUTLASS docs, 'efficient GEMM')."""
+    default_attention_efficiency: float = 0.5
+    """FlashAttention forward+backward rate as a fraction of the dense peak, for GPUs whose catalog
+    entry has no measured `attention_efficiency` (FlashAttention-2: 73% on A100, 34% on H100;
+    Dao 2023 §4.1)."""
+
+    # --- memory-bound work ----------------------------------------------------------------------
+    memory_efficiency: float = 0.85
+    """Fraction of datasheet HBM bandwidth that elementwise kernels reach (RRZE-HPC gpu-stream:
+    85–92% for copy/triad on A100/H100; MODELING.md)."""
+    elementwise_traffic_factor: float = 1.0
+    """Memory traffic of real elementwise kernels over the minimum (each tensor read and written
+    once per op): unfused eager ops re-read their inputs (e.g. RMSNorm as pow, mean, rsqrt, mul)."""
+
+    # --- fixed costs ----------------------------------------------------------------------------
+    kernel_launch_us: float = 70.0
+    """Host time per GPU kernel in an eager framework: Python, dispatcher, autograd and module
+    hooks plus the CUDA launch itself (~5 µs of it). When the GPU work of a kernel is shorter, the
+    step waits on the CPU. Fitted on the small-model runs of the bundled set."""
+    collective_overhead_us: float = 5.0
+    """Fixed cost of one NCCL collective beyond the link latencies (launch, proxy, sync), the
+    ~10–20 µs floor of small all-reduces in nccl-tests within one NVLink node."""
+    step_overhead_s: float = 0.0
+    """Per optimizer step: loss scaling / inf checks, grad-norm, scheduler, logging, Python glue."""
+
+    # --- overlap --------------------------------------------------------------------------------
+    dp_overlap_fraction: float = 1.0
+    """Fraction of the backward (and, for ZeRO-3, forward) compute window that bucketed
+    data-parallel traffic can hide under (PyTorch DDP / FSDP prefetch; Li et al. 2020 VLDB)."""
+
+    # --- memory overheads -----------------------------------------------------------------------
+    cuda_context_gib: float = 0.6
+    """CUDA context and cuBLAS/cuDNN workspaces per GPU (0.3–2 GiB; MODELING.md)."""
+    comm_buffers_gib: float = 0.5
+    """NCCL buffers per GPU when it talks to others (invisible to PyTorch's allocator)."""
+    logits_bytes_per_element: float = 10.0
+    """Peak bytes per logit (token × vocabulary entry / tp) while the loss is computed: PyTorch's
+    cross-entropy upcasts the 16-bit logits to fp32 and keeps the fp32 log-softmax, so 2 + 4 + 4
+    bytes are live at once; Megatron's fused vocab-parallel loss needs about 6."""
+    allocator_overhead_fraction: float = 0.08
+    """Caching-allocator fragmentation and rounding, as a fraction of activation memory."""
+
+    # --- host side ------------------------------------------------------------------------------
+    collate_tokens_per_s_per_core: float = 5.0e6
+    """Pre-tokenized samples read from a memory-mapped array and collated, per CPU core."""
+    tokenize_tokens_per_s_per_core: float = 0.5e6
+    """On-the-fly BPE tokenization per core (HF tokenizers; tiktoken's README reports 3–6× that)."""
+    bytes_per_token_on_disk: float = 4.0
+    """Dataset bytes read per token: uint32 ids pre-tokenized, or ~4 bytes of UTF-8 text per token."""
+    host_ram_per_gpu_process_gb: float = 6.0
+    """Host RAM of one training process: CUDA/driver mappings, libraries, Python, pinned pools."""
+    host_ram_per_loader_worker_gb: float = 1.5
+    """Host RAM of one data-loader worker process (copy-on-write of the parent grows with use)."""
+
+    def with_overrides(self, **changes: float) -> ModelParameters:
+        """A copy with some parameters changed (for sensitivity studies and calibration)."""
+        return replace(self, **changes)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+DEFAULT_PARAMETERS = ModelParameters()

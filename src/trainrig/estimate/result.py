@@ -1,0 +1,77 @@
+"""The Estimate: what `trainrig estimate` answers, as one object for tables, JSON and the web page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["Estimate", "RESOURCES"]
+
+# Resources whose doubling the what-if analysis tries, with the words used in messages.
+RESOURCES = {
+    "compute": "GPU compute (peak FLOP/s)",
+    "hbm_bandwidth": "GPU memory bandwidth",
+    "intra_node": "intra-node GPU link",
+    "inter_node": "inter-node network",
+    "pcie": "PCIe host link",
+    "cpu": "CPU (cores and per-core speed)",
+    "storage": "storage",
+}
+
+
+class Estimate(BaseModel):
+    """Memory, time and cost of one configuration, with what binds it. Keys follow DESIGN.md."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fits: bool
+    """Whether the peak memory per GPU fits the GPU's memory."""
+    fit_message: str | None
+    """Why it does not fit and the smallest change that would (null when it fits)."""
+    memory_per_gpu_gib: float
+    """Peak memory per GPU, GiB."""
+    memory_capacity_gib: float
+    """The GPU's memory, GiB."""
+    memory_breakdown_gib: dict[str, float]
+    """weights, gradients, optimizer, activations, other (GiB)."""
+    step_time_s: float
+    """One optimizer step."""
+    step_breakdown_s: dict[str, float]
+    """The exposed (non-overlapped) time of each part of a step; they sum to step_time_s."""
+    tokens_per_s: float
+    """Whole job."""
+    tokens_per_s_per_gpu: float
+    """tokens_per_s / n_gpus."""
+    model_tflops_per_gpu: float
+    """Model FLOPs (no recompute) per GPU per second, TFLOP/s."""
+    hardware_tflops_per_gpu: float
+    """FLOPs executed including recompute, per GPU per second, TFLOP/s."""
+    mfu: float
+    """model_tflops_per_gpu over the dense peak of the training precision (bf16's for fp8)."""
+    bottleneck: str
+    """The binding resource: one of RESOURCES' keys, or `pipeline_bubble`."""
+    bottleneck_message: str
+    """One sentence on what binds and by how much."""
+    speedup_if_2x: dict[str, float]
+    """For each resource, the whole step's speedup if it alone were twice as fast."""
+    total_time_s: float | None
+    """Time to train `tokens` (null without tokens)."""
+    gpu_hours: float | None
+    """total_time × n_gpus / 3600 (null without tokens)."""
+    cost_usd: float | None
+    """gpu_hours × price (null where no price is known)."""
+    price_usd_per_gpu_hour: float | None
+    """The price the cost uses, when known."""
+    host_ram_gb_per_node: float
+    """Host RAM a node needs (processes, loader workers, offloaded states, checkpoint staging)."""
+    config: dict[str, Any]
+    """The configuration this estimate is for (GPU, counts, parallelism, batch)."""
+    warnings: list[str]
+    """Things the user should look at."""
+    notes: list[str]
+    """What the loader decided and what the model leaves out for this job."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract of DESIGN.md (plus extra keys)."""
+        return self.model_dump(mode="json")

@@ -1,0 +1,489 @@
+"""Model presets, the Hugging Face config.json reader and `load_model`.
+
+Official counts are the sum of the checkpoint's tensors as the Hugging Face safetensors metadata
+reports it (or `model.num_parameters()` where the checkpoint also stores buffers); the presets'
+`sources` and `notes` say where each comes from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainrig.catalog import load_catalog
+from trainrig.catalog.hf_config import SUPPORTED_MODEL_TYPES, model_from_hf_config
+from trainrig.catalog.models import load_model, resolve_model
+from trainrig.catalog.registry import normalize_name
+from trainrig.errors import TrainrigError
+from trainrig.specs.model import ModelSpec
+
+HF = Path(__file__).parent / "data" / "hf"
+
+PRESET_IDS = [
+    *("gpt3-125m", "gpt3-350m", "gpt3-760m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "gpt3-13b"),
+    *("gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b"),
+    *("llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "mistral-7b", "mixtral-8x7b"),
+    *("qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b"),
+]
+
+PRESETS = list(load_catalog().models)
+
+
+def preset(name: str):
+    return load_catalog().models.get(name).entry
+
+
+# ---- presets -------------------------------------------------------------------------------------
+
+
+def test_every_required_preset_exists():
+    ids = {p.id for p in PRESETS}
+    assert set(PRESET_IDS) <= ids
+
+
+@pytest.mark.parametrize("entry", [p for p in PRESETS if p.official_params], ids=lambda p: p.id)
+def test_preset_count_equals_the_official_count_exactly(entry):
+    assert entry.spec.n_params == entry.official_params
+
+
+@pytest.mark.parametrize(
+    ("name", "official"),
+    [
+        ("llama2-7b", 6_738_415_616),
+        ("llama2-13b", 13_015_864_320),
+        ("llama2-70b", 68_976_648_192),
+        ("llama3-8b", 8_030_261_248),
+        ("llama3-70b", 70_553_706_496),
+        ("llama3.1-8b", 8_030_261_248),
+        ("llama3.1-70b", 70_553_706_496),
+        ("llama3.1-405b", 405_853_388_800),
+        ("mistral-7b", 7_241_732_096),
+        ("mixtral-8x7b", 46_702_792_704),
+        ("qwen2.5-7b", 7_615_616_512),
+        ("qwen2.5-14b", 14_770_033_664),
+        ("qwen2.5-32b", 32_763_876_352),
+        ("qwen2.5-72b", 72_706_203_648),
+    ],
+)
+def test_official_counts_are_recorded(name, official):
+    assert preset(name).official_params == official
+    assert preset(name).spec.n_params == official
+
+
+# GPT-3's Table 2.1 gives nominal sizes, rounded loosely: "350M" is 355.9M exactly (GPT-2 Medium's
+# shape), "2.7B" is 2.65B. Every preset lands within 2 % of its label.
+GPT3_NOMINAL = {
+    "gpt3-125m": 125e6,
+    "gpt3-350m": 350e6,
+    "gpt3-760m": 760e6,
+    "gpt3-1.3b": 1.3e9,
+    "gpt3-2.7b": 2.7e9,
+    "gpt3-6.7b": 6.7e9,
+    "gpt3-13b": 13.0e9,
+    "gpt3-175b": 175.0e9,
+}
+
+
+@pytest.mark.parametrize(("name", "nominal"), GPT3_NOMINAL.items())
+def test_gpt3_presets_match_the_papers_rounded_size(name, nominal):
+    entry = preset(name)
+    assert entry.official_params is None
+    assert abs(entry.spec.n_params - nominal) <= 0.02 * nominal
+
+
+def test_gpt3_175b_rounds_to_175b():
+    assert 174.5e9 <= preset("gpt3-175b").spec.n_params <= 175.5e9
+
+
+def test_gpt3_architecture_is_gpt2_style():
+    for name in GPT3_NOMINAL:
+        spec = preset(name).spec
+        assert spec.vocab == 50257
+        assert spec.ffn_hidden == 4 * spec.hidden
+        assert (spec.norm, spec.bias, spec.position_embedding) == ("layernorm", "all", "learned")
+        assert spec.max_positions == 2048
+        assert spec.tied_embeddings and not spec.gated_mlp
+
+
+def test_mixtral_active_parameters():
+    spec = preset("mixtral-8x7b").spec
+    assert spec.is_moe and (spec.n_experts, spec.top_k) == (8, 2)
+    assert 12.8e9 < spec.n_active_params < 13.0e9  # "12.9B active" (Mixtral paper)
+
+
+def test_qwen25_has_qkv_bias_and_untied_head():
+    for name in ("qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b"):
+        spec = preset(name).spec
+        assert spec.bias == "qkv" and not spec.tied_embeddings
+
+
+def test_preset_spec_is_named_by_its_id_and_cites_sources():
+    for entry in PRESETS:
+        assert entry.spec.name == entry.id
+        assert entry.sources
+        if not entry.id.startswith("gpt3-"):
+            assert entry.hf_id and entry.official_params
+
+
+def test_aliases_are_unambiguous():
+    seen: dict[str, str] = {}
+    for entry in PRESETS:
+        for name in (entry.id, *entry.aliases):
+            key = normalize_name(name)
+            assert seen.setdefault(key, entry.id) == entry.id, f"{name} names two presets"
+
+
+# ---- lookup by name ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("alias", "target"),
+    [
+        ("llama-3-8b", "llama3-8b"),
+        ("meta-llama/Meta-Llama-3-8B", "llama3-8b"),
+        ("Llama-3.1-8B", "llama3.1-8b"),
+        ("gpt3-xl", "gpt3-1.3b"),
+        ("gpt-3-175b", "gpt3-175b"),
+        ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"),
+        ("mistralai/Mixtral-8x7B-v0.1", "mixtral-8x7b"),
+    ],
+)
+def test_aliases_resolve_with_a_note(alias, target):
+    spec, note = resolve_model(alias)
+    assert spec.name == target
+    assert spec == preset(target).spec
+    assert note and target in note
+
+
+def test_an_id_needs_no_note_and_is_case_insensitive():
+    spec, note = resolve_model("LLAMA3-8B")
+    assert spec.name == "llama3-8b" and note is None
+    assert load_model("llama3-8b").n_params == 8_030_261_248
+
+
+def test_unknown_name_suggests_close_ones():
+    with pytest.raises(TrainrigError) as info:
+        load_model("llama3-7b")
+    assert info.value.field == "model"
+    assert "did you mean" in str(info.value) and "llama3-8b" in str(info.value)
+
+
+def test_unknown_far_name_points_to_the_list():
+    with pytest.raises(TrainrigError, match="trainrig models"):
+        load_model("zzzzzz")
+
+
+def test_user_catalog_adds_a_preset(tmp_path):
+    (tmp_path / "mine.yaml").write_text(
+        "models:\n"
+        "- id: tiny-test\n"
+        "  name: Tiny\n"
+        "  sources: [made up for a test]\n"
+        "  spec: {n_layers: 2, hidden: 64, n_heads: 4, ffn_hidden: 128, vocab: 100}\n"
+    )
+    spec = load_model("tiny-test", extra_dirs=(str(tmp_path),))
+    assert spec.name == "tiny-test"  # named by the id although the spec did not say
+    assert spec.n_layers == 2
+
+
+# ---- mappings ------------------------------------------------------------------------------------
+
+LLAMA3_8B = {
+    "n_layers": 32,
+    "hidden": 4096,
+    "n_heads": 32,
+    "n_kv_heads": 8,
+    "ffn_hidden": 14336,
+    "gated_mlp": True,
+    "vocab": 128256,
+    "tied_embeddings": False,
+}
+
+
+def test_mapping_gives_a_custom_model():
+    spec = load_model(LLAMA3_8B)
+    assert spec.name == "custom"
+    assert spec.n_params == 8_030_261_248
+    assert resolve_model(LLAMA3_8B)[1] is None
+
+
+def test_mapping_keeps_its_name():
+    assert load_model(LLAMA3_8B | {"name": "mine"}).name == "mine"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"n_heads": 0}, "model.n_heads"),
+        ({"n_heads": 30}, "model.n_heads"),  # 30 heads do not divide 4096
+        ({"n_kv_heads": 5}, "model.n_kv_heads"),
+        ({"hidden": "wide"}, "model.hidden"),
+        ({"norm": "batchnorm"}, "model.norm"),
+        ({"n_layer": 32}, "model.n_layer"),
+    ],
+)
+def test_mapping_with_a_bad_field_names_it(change, field):
+    with pytest.raises(TrainrigError) as info:
+        load_model(LLAMA3_8B | change)
+    assert info.value.field == field
+
+
+def test_mapping_missing_a_field_names_it():
+    data = dict(LLAMA3_8B)
+    del data["vocab"]
+    with pytest.raises(TrainrigError) as info:
+        load_model(data)
+    assert info.value.field == "model.vocab"
+
+
+def test_a_spec_passes_through_and_other_types_are_refused():
+    spec = preset("llama3-8b").spec
+    assert load_model(spec) is spec
+    with pytest.raises(TrainrigError) as info:
+        load_model(42)  # type: ignore[arg-type]
+    assert info.value.field == "model"
+
+
+# ---- Hugging Face config.json --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("file", "official"),
+    [
+        ("Meta-Llama-3-8B.json", 8_030_261_248),
+        ("Mixtral-8x7B-v0.1/config.json", 46_702_792_704),
+        ("Qwen2.5-7B.json", 7_615_616_512),
+        ("Mistral-7B-v0.1.json", 7_241_732_096),
+        ("gemma-7b.json", 8_537_680_896),
+        ("Phi-3-mini-4k-instruct.json", 3_821_079_552),
+        ("gpt2.json", 124_439_808),  # num_parameters(); the safetensors also hold 12 causal masks
+        ("pythia-160m.json", 162_322_944),
+        ("opt-125m.json", 125_239_296),
+    ],
+)
+def test_hf_config_of_exact_families_gives_the_official_count(file, official):
+    assert model_from_hf_config(HF / file).n_params == official
+
+
+@pytest.mark.parametrize(
+    ("file", "official", "missing"),
+    [
+        # Qwen3: per-head q_norm and k_norm (2 x head_dim per layer) are not modelled.
+        ("Qwen3-8B.json", 8_190_735_360, 36 * 2 * 128),
+        ("Qwen3-30B-A3B.json", 30_532_122_624, 48 * 2 * 128),
+        # Qwen2-MoE: the shared expert's gate (hidden_size per layer) is not modelled.
+        ("Qwen2-57B-A14B.json", 57_408_658_944, 28 * 3584),
+    ],
+)
+def test_hf_config_of_approximate_families_misses_only_documented_tensors(file, official, missing):
+    assert model_from_hf_config(HF / file).n_params == official - missing
+
+
+def test_hf_config_matches_the_preset_of_the_same_checkpoint():
+    pairs = [
+        ("Meta-Llama-3-8B.json", "llama3-8b"),
+        ("Mixtral-8x7B-v0.1", "mixtral-8x7b"),
+        ("Qwen2.5-7B.json", "qwen2.5-7b"),
+        ("Mistral-7B-v0.1.json", "mistral-7b"),
+    ]
+    for file, name in pairs:
+        loaded = model_from_hf_config(HF / file).model_dump(exclude={"name"})
+        assert loaded == preset(name).spec.model_dump(exclude={"name"}), file
+
+
+def test_hf_config_fields_by_family():
+    mixtral = model_from_hf_config(HF / "Mixtral-8x7B-v0.1")
+    assert (mixtral.n_experts, mixtral.top_k, mixtral.sliding_window) == (8, 2, None)
+    assert model_from_hf_config(HF / "Mistral-7B-v0.1.json").sliding_window == 4096
+    # Qwen2.5 names a window but switches it off (use_sliding_window: false).
+    assert model_from_hf_config(HF / "Qwen2.5-7B.json").sliding_window is None
+
+    gemma = model_from_hf_config(HF / "gemma-7b.json")
+    assert gemma.tied_embeddings and gemma.head_dim == 256  # gemma ties by default
+
+    gpt2 = model_from_hf_config(HF / "gpt2.json")
+    assert (gpt2.position_embedding, gpt2.max_positions, gpt2.norm, gpt2.bias) == (
+        "learned",
+        1024,
+        "layernorm",
+        "all",
+    )
+    assert gpt2.tied_embeddings and not gpt2.gated_mlp and gpt2.ffn_hidden == 3072
+
+    opt = model_from_hf_config(HF / "opt-125m.json")
+    assert opt.max_positions == 2050  # OPT offsets positions by 2
+
+    qwen_moe = model_from_hf_config(HF / "Qwen2-57B-A14B.json")
+    assert (qwen_moe.n_experts, qwen_moe.top_k, qwen_moe.expert_ffn_hidden) == (64, 8, 2560)
+    assert (qwen_moe.n_shared_experts, qwen_moe.shared_ffn_hidden) == (1, 20480)
+    assert qwen_moe.bias == "qkv" and qwen_moe.n_dense_layers == 0
+
+    falcon = model_from_hf_config(HF / "falcon-7b.json")
+    assert (falcon.kv_heads, falcon.norm, falcon.bias, falcon.position_embedding) == (
+        1,
+        "layernorm",
+        "none",
+        "rope",
+    )
+    assert falcon.tied_embeddings and falcon.head_width == 64
+
+
+def test_hf_config_names(tmp_path):
+    assert model_from_hf_config(HF / "Meta-Llama-3-8B.json").name == "Meta-Llama-3-8B"  # file stem
+    mixtral = HF / "Mixtral-8x7B-v0.1" / "config.json"
+    assert model_from_hf_config(mixtral).name == "Mixtral-8x7B-v0.1"  # config.json: its directory
+    assert model_from_hf_config(HF / "Phi-3-mini-4k-instruct.json").name == "Phi-3-mini-4k-instruct"
+    data = json.loads((HF / "gpt2.json").read_text()) | {"_name_or_path": "openai-community/gpt2"}
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    assert model_from_hf_config(tmp_path).name == "openai-community/gpt2"
+
+
+def test_load_model_takes_config_paths():
+    as_str = load_model(str(HF / "Meta-Llama-3-8B.json"))
+    as_path = load_model(HF / "Meta-Llama-3-8B.json")
+    as_dir = load_model(str(HF / "Mixtral-8x7B-v0.1"))
+    assert as_str == as_path and as_str.n_params == 8_030_261_248
+    assert as_dir.n_params == 46_702_792_704
+    assert resolve_model(HF / "gpt2.json")[1] is None
+
+
+def test_qwen2_sliding_window_only_when_enabled(tmp_path):
+    data = json.loads((HF / "Qwen2.5-7B.json").read_text())
+    file = tmp_path / "windowed.json"
+    file.write_text(json.dumps(data | {"use_sliding_window": True, "sliding_window": 4096}))
+    assert model_from_hf_config(file).sliding_window == 4096
+
+
+def test_qwen_moe_dense_layers(tmp_path):
+    data = json.loads((HF / "Qwen3-30B-A3B.json").read_text())
+    file = tmp_path / "sparse.json"
+    file.write_text(json.dumps(data | {"decoder_sparse_step": 2, "mlp_only_layers": [0]}))
+    spec = model_from_hf_config(file)
+    # layers 0..47: MoE where (i+1) % 2 == 0 and i != 0, i.e. 24 MoE layers, 24 dense.
+    assert spec.n_dense_layers == 24 and spec.n_moe_layers == 24
+
+
+def test_llama_biases(tmp_path):
+    data = json.loads((HF / "Meta-Llama-3-8B.json").read_text())
+    for flags, bias in [
+        ({}, "none"),
+        ({"attention_bias": True}, "qkv"),
+        ({"attention_bias": True, "mlp_bias": True}, "all"),
+    ]:
+        file = tmp_path / "biased.json"
+        file.write_text(json.dumps(data | flags))
+        assert model_from_hf_config(file).bias == bias
+
+
+def test_every_supported_family_loads(tmp_path):
+    base = {
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 128,
+        "ffn_dim": 128,
+        "vocab_size": 100,
+        "max_position_embeddings": 32,
+        "n_positions": 32,
+        "num_local_experts": 4,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+    }
+    for model_type in SUPPORTED_MODEL_TYPES:
+        file = tmp_path / f"{model_type}.json"
+        file.write_text(json.dumps(base | {"model_type": model_type}))
+        spec = model_from_hf_config(file)
+        assert isinstance(spec, ModelSpec) and spec.n_params > 0, model_type
+
+
+# ---- configs that are not decoder-only language models -------------------------------------------
+
+
+def _error(source) -> TrainrigError:
+    with pytest.raises(TrainrigError) as info:
+        load_model(source)
+    assert info.value.field == "model"
+    assert str(info.value).endswith(".")
+    return info.value
+
+
+def test_bert_is_refused():
+    message = str(_error(HF / "bert-base-uncased.json"))
+    assert "bert" in message and "encoder-only" in message and "llama" in message
+
+
+def test_t5_is_refused():
+    message = str(_error(HF / "t5-small.json"))
+    assert "t5" in message and "encoder-decoder" in message
+
+
+def test_malformed_json_is_refused():
+    message = str(_error(str(HF / "malformed.json")))
+    assert "not valid JSON" in message and "line" in message
+
+
+def test_missing_file_is_refused(tmp_path):
+    assert "no file" in str(_error(str(tmp_path / "nope.json")))
+    assert "no file" in str(_error(tmp_path / "nope" / "config.json"))
+
+
+def test_directory_without_config_is_refused(tmp_path):
+    assert "config.json" in str(_error(tmp_path))
+    assert "config.json" in str(_error(str(tmp_path)))
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ({"model_type": "vit", "hidden_size": 768}, "vision"),
+        ({"model_type": "whisper", "is_encoder_decoder": True}, "encoder-decoder"),
+        (
+            {"model_type": "llama", "is_encoder_decoder": True, "num_hidden_layers": 2},
+            "encoder-decoder",
+        ),
+        ({"model_type": "llava", "text_config": {"model_type": "llama"}}, "text_config"),
+        ({"model_type": "mamba", "hidden_size": 768}, "mamba"),
+        ({"hidden_size": 768}, "model_type"),
+        (
+            {
+                "model_type": "llama",
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "intermediate_size": 128,
+                "vocab_size": 100,
+            },
+            "model width",
+        ),
+        (
+            {
+                "model_type": "llama",
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+                "intermediate_size": 128,
+                "vocab_size": 100,
+            },
+            "layer count",
+        ),
+        ({"model_type": "llama", "num_hidden_layers": "two", "hidden_size": 64}, "whole number"),
+        (
+            {
+                "model_type": "llama",
+                "num_hidden_layers": 2,
+                "hidden_size": 64,
+                "num_attention_heads": 5,
+                "intermediate_size": 128,
+                "vocab_size": 100,
+            },
+            "head",
+        ),
+        ([1, 2, 3], "JSON list"),
+    ],
+)
+def test_other_configs_are_refused(tmp_path, content, words):
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps(content))
+    assert words in str(_error(file))
