@@ -255,3 +255,59 @@ def _gpu_mapping(gpu: GPU) -> dict[str, Any]:
     data = gpu.model_dump(mode="json")
     data["name"] = data["name"].split(" (modified")[0]
     return {"base": gpu.id, **{k: v for k, v in data.items() if k not in ("id", "aliases", "sources")}}
+
+
+# Short names a `--what-if` or `--set` may use, and where they live in the job file.
+CHANGE_ALIASES = {
+    "gpus": ("hardware", "n_gpus"), "pcie": ("hardware", "host_link"), "cpu_cores": ("hardware", "cpu_cores_per_node"),
+    "ram_gb": ("hardware", "ram_gb_per_node"), "network": ("hardware", "inter_node"),
+}
+TRAINING_KEYS = set(TrainingSpec.model_fields)
+
+
+def apply_change(mapping: Mapping[str, Any], change: str) -> dict[str, Any]:
+    """A copy of a job mapping with one `key=value` change (value parsed as YAML: numbers, names).
+
+    Keys are job-file fields with or without their section (`inter_node`, `hardware.inter_node`,
+    `zero`, `training.zero`), plus the short names `gpus`, `pcie`, `cpu_cores`, `ram_gb`, `network`.
+    """
+    if "=" not in change:
+        raise TrainrigError("what_if", f"'{change}' is not key=value (e.g. inter_node=eth-10g).")
+    key, _, raw = change.partition("=")
+    key = key.strip()
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw.strip()
+    section, field = _change_target(key)
+    changed = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in mapping.items()}
+    if section == "model":
+        changed["model"] = value
+        return changed
+    target = dict(changed.get(section) or {})
+    target[field] = value
+    if section == "training" and field in ("tp", "pp", "cp") and "dp" not in str(change):
+        target["dp"] = "auto"
+        target.pop("grad_accum", None)
+    if section == "training" and field in ("micro_batch", "global_batch"):
+        target.pop("grad_accum", None)
+    changed[section] = target
+    return changed
+
+
+def _change_target(key: str) -> tuple[str, str]:
+    if key == "model":
+        return "model", "model"
+    if "." in key:
+        section, field = key.split(".", 1)
+        if section not in ("hardware", "training") or not field:
+            raise TrainrigError("what_if", f"'{key}' must be hardware.<field> or training.<field>.")
+        return section, field
+    if key in CHANGE_ALIASES:
+        return CHANGE_ALIASES[key]
+    if key in HARDWARE_KEYS:
+        return "hardware", key
+    if key in TRAINING_KEYS:
+        return "training", key
+    valid = sorted(HARDWARE_KEYS | TRAINING_KEYS | set(CHANGE_ALIASES))
+    raise TrainrigError("what_if", f"unknown key '{key}'; valid: {', '.join(valid)}.")

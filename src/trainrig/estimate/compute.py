@@ -99,7 +99,7 @@ def elementwise_bytes_per_token(x: Inputs):
     without flash attention the softmax over the s×s scores (read+write, plus dropout mask/output).
     """
     e = x.activation_bytes
-    replicated_div = np.where(x.sequence_parallel > 0, x.tp, 1.0)
+    replicated_div = np.where(x.sequence_parallel_active > 0, x.tp, 1.0)
     norms_and_residuals = 10 * x.hidden / replicated_div
     rotary = 2 * (x.n_heads + x.kv_heads) * x.head_dim * x.rope / x.tp
     dense_act = x.mlp_matrices * x.ffn_hidden / x.tp

@@ -213,7 +213,7 @@ def _kernels_per_layer(x: Inputs):
     GEMMs (4 per layer; the attention GEMMs have 2 gradient GEMMs each).
     """
     attention = np.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout)
-    tp_collectives = np.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel), 0.0)
+    tp_collectives = np.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel_active), 0.0)
     moe = 8.0 * x.n_moe_layers / x.n_layers  # router GEMM, top-k, permute, unpermute, grouped GEMMs
     forward = 2 + 4 + 2 * x.rope + attention + 2 + 1 + tp_collectives + moe
     backward = forward + 4 + np.where(x.flash_attention > 0, 1.0, 2.0)

@@ -52,11 +52,10 @@ class Inputs:
     params_moe_shared_per_layer: Any  # shared experts + router of one MoE layer
     params_norms_per_layer: Any
     params_embedding: Any
-    params_head: Any  # 0 when tied and pp == 1
+    tied_embeddings: Any  # 1 when the output head shares the embedding matrix
     # training
     seq_len: Any
     micro_batch: Any
-    micro_batches: Any  # grad accumulation steps per optimizer step
     global_batch: Any
     tp: Any
     pp: Any
@@ -115,6 +114,23 @@ class Inputs:
     def with_values(self, **changes: Any) -> Inputs:
         return replace(self, **changes)
 
+    # ---- derived from the layout, so a planner can vary tp/pp/dp/batch as arrays ----------------
+
+    @property
+    def micro_batches(self):
+        """Micro-batches per optimizer step on one pipeline (gradient accumulation steps)."""
+        return self.global_batch / (self.micro_batch * self.dp)
+
+    @property
+    def params_head(self):
+        """Output-head parameters held apart from the embedding: none when tied on one stage."""
+        return np.where((self.tied_embeddings > 0) & (self.pp == 1), 0.0, self.vocab * self.hidden)
+
+    @property
+    def sequence_parallel_active(self):
+        """Sequence parallelism only changes anything with tensor parallelism."""
+        return self.sequence_parallel * (self.tp > 1)
+
 
 def stack_inputs(rows: list[Inputs]) -> Inputs:
     """Many single-configuration Inputs as one of arrays (rows must share nothing but the type)."""
@@ -129,7 +145,6 @@ def inputs_from_job(job: Job, params: ModelParameters) -> Inputs:
 
 def _model_fields(job: Job) -> dict[str, float]:
     m, t = job.model, job.training
-    tied_shared = m.tied_embeddings and t.pp == 1
     return dict(
         n_layers=m.n_layers, n_moe_layers=m.n_moe_layers, hidden=m.hidden, n_heads=m.n_heads,
         kv_heads=m.kv_heads, head_dim=m.head_width, ffn_hidden=m.ffn_hidden,
@@ -143,7 +158,7 @@ def _model_fields(job: Job) -> dict[str, float]:
         params_moe_shared_per_layer=(m.n_shared_experts * m.mlp_params(m.shared_ffn)
                                      + m.hidden * m.n_experts) if m.is_moe else 0,
         params_norms_per_layer=2 * m.norm_params, params_embedding=m.embedding_params,
-        params_head=0 if tied_shared else m.vocab * m.hidden,
+        tied_embeddings=float(m.tied_embeddings),
     )
 
 
@@ -161,10 +176,10 @@ def _training_fields(job: Job) -> dict[str, float]:
     mixed = t.precision != "fp32"
     state_mixed, state_fp32 = OPTIMIZER_STATE_BYTES[t.optimizer]
     return dict(
-        seq_len=t.seq_len, micro_batch=t.micro_batch, micro_batches=t.micro_batches,
+        seq_len=t.seq_len, micro_batch=t.micro_batch,
         global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, dp=t.dp_degree, vpp=t.vpp,
         zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
-        sequence_parallel=float(t.sequence_parallel and t.tp > 1),
+        sequence_parallel=float(t.sequence_parallel),
         flash_attention=float(t.flash_attention), dropout=float(t.dropout),
         activation_bytes=2 if mixed else 4, weight_bytes=2 if mixed else 4,
         # gradients are accumulated and reduced in fp32 by default (Megatron's main_grad, PyTorch

@@ -60,7 +60,7 @@ def activation_bytes_per_layer(x: Inputs, recompute_override=None):
     recompute = x.recompute if recompute_override is None else recompute_override
     e = x.activation_bytes
     tokens = x.micro_batch * x.seq_len / x.cp
-    rep = np.where(x.sequence_parallel > 0, x.tp, 1.0)
+    rep = np.where(x.sequence_parallel_active > 0, x.tp, 1.0)
     kv_width_local = x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0)
     q_width_local = x.n_heads * x.head_dim / x.tp
     # With flash attention there are no scores for selective recompute to drop; it then redoes the

@@ -1,0 +1,95 @@
+"""`trainrig estimate`: memory, time and cost of one configuration, from a job file or flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from trainrig.catalog.job_file import apply_change, load_job, read_job_file
+from trainrig.cli.common import CatalogOption, JsonOption, console, print_json
+from trainrig.errors import TrainrigError
+from trainrig.estimate import estimate as run_estimate
+from trainrig.report.estimate_report import estimate_view, what_if_table
+
+# flag → (section, job-file field)
+FLAG_FIELDS = {
+    "model": ("model", None), "gpu": ("hardware", "gpu"), "gpus": ("hardware", "n_gpus"),
+    "gpus_per_node": ("hardware", "gpus_per_node"), "intra_node": ("hardware", "intra_node"),
+    "inter_node": ("hardware", "inter_node"), "profile": ("hardware", "profile"),
+    "seq_len": ("training", "seq_len"), "global_batch": ("training", "global_batch"),
+    "micro_batch": ("training", "micro_batch"), "precision": ("training", "precision"),
+    "tp": ("training", "tp"), "pp": ("training", "pp"), "cp": ("training", "cp"), "ep": ("training", "ep"),
+    "zero": ("training", "zero"), "recompute": ("training", "recompute"), "tokens": ("training", "tokens"),
+    "method": ("training", "method"),
+}
+
+
+def estimate(
+    job_file: Path | None = typer.Argument(None, help="Job file (YAML or JSON); flags override its values."),
+    model: str | None = typer.Option(None, help="Model preset, config.json path."),
+    gpu: str | None = typer.Option(None, help="GPU catalog name (h100, a100-80gb, mi300x …)."),
+    gpus: int | None = typer.Option(None, help="Number of GPUs."),
+    gpus_per_node: int | None = typer.Option(None, help="GPUs per node."),
+    intra_node: str | None = typer.Option(None, help="Link between GPUs in a node (nvlink4, pcie4-x16 …)."),
+    inter_node: str | None = typer.Option(None, help="Network between nodes (ib-ndr, eth-100g …)."),
+    seq_len: int | None = typer.Option(None, help="Tokens per sequence."),
+    global_batch: int | None = typer.Option(None, help="Sequences per optimizer step."),
+    micro_batch: int | None = typer.Option(None, help="Sequences per GPU per forward/backward."),
+    precision: str | None = typer.Option(None, help="fp32 | fp16 | bf16 | fp8."),
+    tp: int | None = typer.Option(None, help="Tensor-parallel degree."),
+    pp: int | None = typer.Option(None, help="Pipeline-parallel stages."),
+    cp: int | None = typer.Option(None, help="Context-parallel degree."),
+    ep: int | None = typer.Option(None, help="Expert-parallel degree."),
+    zero: int | None = typer.Option(None, help="ZeRO stage 0–3 (FSDP full shard = 3)."),
+    recompute: str | None = typer.Option(None, help="none | selective | full."),
+    method: str | None = typer.Option(None, help="full | lora | qlora."),
+    tokens: float | None = typer.Option(None, help="Training tokens, for total time and cost."),
+    profile: Path | None = typer.Option(None, help="A `trainrig probe --save` profile to use instead of datasheets."),
+    price: float | None = typer.Option(None, help="Price per GPU-hour in USD, for the cost."),
+    set_: list[str] = typer.Option([], "--set", help="Any job field as key=value (repeatable)."),
+    what_if: list[str] = typer.Option([], "--what-if", help="A variant to show beside the base, key=value (repeatable)."),
+    json_output: bool = JsonOption,
+    catalog: list[str] = CatalogOption,
+) -> None:
+    """Will it fit, how fast, what binds — for one configuration."""
+    flags = {k: v for k, v in locals().items() if k in FLAG_FIELDS and v is not None}
+    mapping = _job_mapping(job_file, flags, set_)
+    extra = tuple(catalog)
+    base = run_estimate(load_job(mapping, extra), price_usd_per_gpu_hour=price)
+    variants = [(change, run_estimate(load_job(apply_change(mapping, change), extra), price_usd_per_gpu_hour=price))
+                for change in what_if]
+    if json_output:
+        data = base.to_dict()
+        if variants:
+            data["what_if"] = [{"change": change, "estimate": v.to_dict()} for change, v in variants]
+        print_json(data)
+        return
+    console.print(estimate_view(base))
+    if variants:
+        console.print(what_if_table(base, variants))
+
+
+def _job_mapping(job_file: Path | None, flags: dict[str, Any], changes: list[str]) -> dict[str, Any]:
+    mapping: dict[str, Any] = read_job_file(job_file) if job_file else {}
+    mapping = {k: (dict(v) if isinstance(v, dict) else v) for k, v in mapping.items()}
+    for flag, value in flags.items():
+        section, field = FLAG_FIELDS[flag]
+        if section == "model":
+            mapping["model"] = value
+        else:
+            mapping.setdefault(section, {})[field] = str(value) if isinstance(value, Path) else value
+    if "hardware" in mapping and "gpus" in flags and "gpus_per_node" not in flags and not job_file:
+        mapping["hardware"].setdefault("gpus_per_node", min(flags["gpus"], 8))
+    for change in changes:
+        mapping = apply_change(mapping, change)
+    if not mapping.get("model"):
+        raise TrainrigError("model", "is required: give a job file or --model (e.g. --model llama3-8b).")
+    if not mapping.get("hardware", {}).get("gpu"):
+        raise TrainrigError("hardware.gpu", "is required: give a job file or --gpu (e.g. --gpu h100).")
+    return mapping
+
+
+def register(app: typer.Typer) -> None:
+    app.command("estimate")(estimate)
