@@ -1,4 +1,4 @@
-"""The catalog: GPUs, links, CPUs, host memory, storage and model presets, from YAML data files."""
+"""The catalog: GPUs, links, CPUs, host memory, storage, model presets and cloud offers, from YAML data files."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from trainrig.catalog.registry import Resolved, Section, build_section, catalog_dirs, read_sections
-from trainrig.specs import CPU, GPU, HostMemory, Link, ModelPreset, Storage
+from trainrig.specs import CPU, GPU, HostMemory, Link, ModelPreset, Offer, Storage
 
 __all__ = ["Catalog", "load_catalog", "get_gpu", "get_link", "Resolved", "Section"]
 
@@ -21,6 +21,7 @@ class Catalog:
     host_memory: Section[HostMemory]
     storage: Section[Storage]
     models: Section[ModelPreset]
+    offers: Section[Offer]
 
 
 def load_catalog(extra_dirs: tuple[str, ...] = ()) -> Catalog:
@@ -38,6 +39,7 @@ def _load(dirs) -> Catalog:
         host_memory=build_section("host memory", "hardware.host_memory", HostMemory, raw.get("host_memory", [])),
         storage=build_section("storage", "hardware.storage", Storage, raw.get("storage", [])),
         models=build_section("model", "model", ModelPreset, raw.get("models", [])),
+        offers=build_section("offer", "offers", Offer, raw.get("offers", [])),
     )
 
 

@@ -45,7 +45,8 @@ def read_job_file(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as error:
-        raise TrainrigError("job", f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'} ({_where(error)}).") from None
+        kind = "JSON" if path.suffix == ".json" else "YAML"
+        raise TrainrigError("job", f"{path} is not valid {kind} ({_where(error)}).") from None
     if not isinstance(data, dict):
         raise TrainrigError("job", f"{path} must hold a mapping with model, hardware and training.")
     if isinstance(data.get("hardware"), dict) and isinstance(data["hardware"].get("profile"), str):

@@ -17,22 +17,26 @@ import numpy as np
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
 
-__all__ = ["gemm_time_s", "tile_efficiency", "attention_time_s", "elementwise_bytes_per_token"]
+__all__ = ["gemm_time_s", "tile_efficiency", "attention_time_s", "elementwise_bytes_per_token", "GemmBatch",
+           "linear_time_s"]
 
 # (rows, cols) of output tiles cuBLAS/CUTLASS commonly pick from for 16-bit GEMMs.
 TILE_SHAPES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64))
+_TILE_ROWS = np.array([r for r, _ in TILE_SHAPES], dtype=float)
+_TILE_COLS = np.array([c for _, c in TILE_SHAPES], dtype=float)
 
 
 def tile_efficiency(m, n, units, saturation_intensity, batch=1.0):
-    """Useful fraction of the matrix units' time for an m×n output (best tile shape)."""
-    best = 0.0
-    for rows, cols in TILE_SHAPES:
-        tiles = batch * np.ceil(m / rows) * np.ceil(n / cols)
-        waves = np.ceil(tiles / units)
-        useful = (batch * m * n) / (waves * units * rows * cols)
-        feed = np.minimum(1.0, (rows * cols / (rows + cols)) / saturation_intensity)
-        best = np.maximum(best, useful * feed)
-    return best
+    """Useful fraction of the matrix units' time for an m×n output (best tile shape).
+
+    Evaluated for every tile shape at once along a trailing axis, then the best is taken.
+    """
+    m, n, units, batch = (np.asarray(v, dtype=float)[..., None] for v in (m, n, units, batch))
+    tiles = batch * np.ceil(m / _TILE_ROWS) * np.ceil(n / _TILE_COLS)
+    waves = np.ceil(tiles / units)
+    useful = (batch * m * n) / (waves * units * _TILE_ROWS * _TILE_COLS)
+    feed = np.minimum(1.0, (_TILE_ROWS * _TILE_COLS / (_TILE_ROWS + _TILE_COLS)) / saturation_intensity)
+    return np.max(useful * feed, axis=-1)
 
 
 def gemm_time_s(m, n, k, x: Inputs, p: ModelParameters, batch=1.0, element_bytes=2.0, peak=None):
@@ -40,22 +44,49 @@ def gemm_time_s(m, n, k, x: Inputs, p: ModelParameters, batch=1.0, element_bytes
     peak_tflops = x.gemm_peak_tflops if peak is None else peak
     flops = 2.0 * batch * m * n * k
     depth = k / (k + p.gemm_k_overhead)
-    efficiency = x.matmul_efficiency * tile_efficiency(m, n, x.compute_units, p.tile_saturation_intensity, batch) * depth
+    tiles = tile_efficiency(m, n, x.compute_units, p.tile_saturation_intensity, batch)
+    efficiency = x.matmul_efficiency * tiles * depth
     arithmetic = flops / (peak_tflops * 1e12 * efficiency)
     traffic = element_bytes * batch * (m * k + k * n + m * n) / (x.hbm_bandwidth_gbs * 1e9)
     return np.maximum(arithmetic, traffic)
 
 
-def linear_time_s(tokens, fan_in, fan_out, x: Inputs, p: ModelParameters, weight_grads=True):
-    """Forward and backward time of one linear layer y = x·W over `tokens` rows.
+class GemmBatch:
+    """GEMM shapes collected first and timed together in one vectorized `gemm_time_s` call.
 
-    Backward = input gradient (tokens × fan_in) and, for trainable weights, the weight gradient
-    (fan_in × fan_out reduced over tokens): each as many FLOPs as the forward.
+    A layer has a dozen GEMMs (three per linear: forward, input gradient, weight gradient); timing
+    them along one extra leading axis costs about what one GEMM costs.
     """
-    forward = gemm_time_s(tokens, fan_out, fan_in, x, p)
-    input_grad = gemm_time_s(tokens, fan_in, fan_out, x, p)
-    weight_grad = gemm_time_s(fan_in, fan_out, tokens, x, p)
-    return forward, input_grad + np.where(weight_grads, weight_grad, 0.0)
+
+    def __init__(self) -> None:
+        self._shapes: list[tuple] = []
+
+    def add(self, m, n, k, batch=1.0) -> int:
+        self._shapes.append((m, n, k, batch))
+        return len(self._shapes) - 1
+
+    def linear(self, tokens, fan_in, fan_out) -> tuple[int, int, int]:
+        """y = x·W over `tokens` rows: forward, input gradient (tokens × fan_in), and weight
+        gradient (fan_in × fan_out reduced over tokens), each as many FLOPs as the forward."""
+        return (self.add(tokens, fan_out, fan_in), self.add(tokens, fan_in, fan_out),
+                self.add(fan_in, fan_out, tokens))
+
+    def run(self, x: Inputs, p: ModelParameters) -> list:
+        shapes = {v.shape for shape in self._shapes for v in shape if isinstance(v, np.ndarray)}
+        common = np.broadcast_shapes(*shapes, np.shape(x.gemm_peak_tflops))
+        stacked = np.empty((4, len(self._shapes), *common))
+        for g, shape in enumerate(self._shapes):
+            for i in range(4):
+                stacked[i, g] = shape[i]  # assignment broadcasts scalars and arrays alike
+        return list(gemm_time_s(stacked[0], stacked[1], stacked[2], x, p, batch=stacked[3]))
+
+
+def linear_time_s(tokens, fan_in, fan_out, x: Inputs, p: ModelParameters, weight_grads=True):
+    """Forward and backward time of one linear layer on its own (see GemmBatch.linear)."""
+    batch = GemmBatch()
+    forward, input_grad, weight_grad = batch.linear(tokens, fan_in, fan_out)
+    t = batch.run(x, p)
+    return t[forward], t[input_grad] + np.where(weight_grads, t[weight_grad], 0.0)
 
 
 def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):

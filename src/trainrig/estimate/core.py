@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from trainrig.estimate import collectives as comm
-from trainrig.estimate.compute import attention_time_s, elementwise_bytes_per_token, gemm_time_s, linear_time_s
+from trainrig.estimate.compute import GemmBatch, attention_time_s, elementwise_bytes_per_token
 from trainrig.estimate.flops import hardware_flops_per_token, model_flops_per_token
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.memory import GIB, local_parameter_counts, lora_parameters_per_layer, memory_breakdown_bytes
@@ -107,9 +107,10 @@ def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
 
 def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     tokens = x.micro_batch * x.seq_len / x.cp
-    layer_fwd, layer_bwd, layer_recompute, attention_fwd, attention_bwd = _layer_times_s(x, p, tokens)
+    gemm = _gemm_times_s(x, p, tokens)
+    layer_fwd, layer_bwd, layer_recompute, attention_fwd, attention_bwd = _layer_times_s(x, p, tokens, gemm)
     layers = x.n_layers / x.pp
-    logits_fwd, logits_bwd = _logits_times_s(x, p, tokens)
+    logits_fwd, logits_bwd = _logits_times_s(x, tokens, gemm)
     compute = layers * (layer_fwd + layer_bwd + layer_recompute) + logits_fwd + logits_bwd
     tp = _tensor_parallel_s(x, p, tokens, layers)
     cp = _context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_bwd)
@@ -117,13 +118,21 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     gpu = compute + tp + cp + ep
     # The host issues every kernel; when that takes longer than the GPU needs to run them, the
     # GPU waits: the difference is launch overhead on the critical path.
-    kernels = layers * _kernels_per_layer(x) + 20  # + embedding, logits, loss and their gradients
-    host = kernels * x.kernel_launch_us * 1e-6
+    forward_kernels, backward_kernels = _kernels_per_layer(x)
+    # + embedding, logits and loss: ~8 kernels forward, ~12 backward
+    host_fwd = (layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6
+    host_bwd = (layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6
+    host = host_fwd + host_bwd
+    launch_overhead = np.maximum(host - gpu, 0.0)
+    elapsed = compute + launch_overhead
     return {
         "compute": compute,
-        "launch_overhead": np.maximum(host - gpu, 0.0),
-        "forward": layers * layer_fwd + logits_fwd,
-        "backward": layers * (layer_bwd + layer_recompute) + logits_bwd,
+        "launch_overhead": launch_overhead,
+        # The windows data-parallel traffic can hide under: the micro-batch's elapsed compute, split
+        # between the passes in proportion to their kernels (a fixed share, so a faster GPU or CPU
+        # never lengthens the step through a shorter window alone).
+        "forward": elapsed * host_fwd / host,
+        "backward": elapsed * host_bwd / host,
         "tp_comm": tp,
         "cp_comm": cp,
         "ep_comm": ep,
@@ -131,22 +140,56 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     }
 
 
-def _layer_times_s(x: Inputs, p: ModelParameters, tokens):
-    """Average forward, backward and recompute time of one transformer layer (GPU side)."""
-    trainable = x.method == 0
+def _gemm_times_s(x: Inputs, p: ModelParameters, tokens) -> dict[str, Any]:
+    """Every GEMM of one layer and of the output head, timed in one vectorized call.
+
+    Returns forward and backward times per block: attention projections, dense MLP, MoE MLP
+    (routed experts as a grouped GEMM over this GPU's experts, plus shared experts and the router;
+    tokens assumed balanced: tokens·top_k routed rows spread over n_experts/ep local experts, each
+    sharded over tp), and the logits. Frozen weights (LoRA/QLoRA) skip their weight gradients.
+    """
+    batch = GemmBatch()
     kv_local = 2 * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0)
     q_local = x.n_heads * x.head_dim / x.tp
-    qkv = linear_time_s(tokens, x.hidden, q_local + kv_local, x, p, trainable)
-    out = linear_time_s(tokens, q_local, x.hidden, x, p, trainable)
-    dense_mlp = _mlp_times_s(tokens, x.ffn_hidden / x.tp, x, p, trainable)
-    moe_mlp = _moe_times_s(x, p, tokens, trainable)
+    up_width = x.mlp_matrices - 1  # gate and up fused when gated
+    attention = [batch.linear(tokens, x.hidden, q_local + kv_local), batch.linear(tokens, q_local, x.hidden)]
+    dense = [batch.linear(tokens, x.hidden, up_width * x.ffn_hidden / x.tp),
+             batch.linear(tokens, x.ffn_hidden / x.tp, x.hidden)]
+    shared_width = x.n_shared_experts * x.shared_ffn_hidden / x.tp
+    shared = [batch.linear(tokens, x.hidden, up_width * shared_width), batch.linear(tokens, shared_width, x.hidden)]
+    router = [batch.linear(tokens, x.hidden, np.maximum(x.n_experts, 1.0))]
+    local_experts = np.maximum(x.n_experts / x.ep, 1.0)
+    rows = tokens * x.top_k / local_experts
+    width = x.expert_ffn_hidden / x.tp
+    experts = [tuple(batch.add(m, n, k, local_experts) for m, n, k in (
+        (rows, up_width * width, x.hidden), (rows, x.hidden, up_width * width), (x.hidden, up_width * width, rows))),
+        tuple(batch.add(m, n, k, local_experts) for m, n, k in (
+            (rows, x.hidden, width), (rows, width, x.hidden), (width, x.hidden, rows)))]
+    logits = [batch.linear(tokens, x.hidden, x.vocab / x.tp)]
+    t = batch.run(x, p)
+    trainable = x.method == 0
+
+    def passes(linears):
+        forward = sum(t[f] for f, _, _ in linears)
+        backward = sum(t[d] + np.where(trainable, t[w], 0.0) for _, d, w in linears)
+        return forward, backward
+
+    has_shared = x.n_shared_experts > 0
+    moe = [a + np.where(has_shared, b, 0.0) + c for a, b, c in zip(passes(experts), passes(shared), passes(router), strict=True)]
+    is_moe = x.n_moe_layers > 0
+    return {"attention": passes(attention), "dense_mlp": passes(dense),
+            "moe_mlp": tuple(np.where(is_moe, v, 0.0) for v in moe), "logits": passes(logits)}
+
+
+def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
+    """Average forward, backward and recompute time of one transformer layer (GPU side)."""
     moe_fraction = x.n_moe_layers / x.n_layers
     attention_fwd, attention_bwd = attention_time_s(tokens, x.n_heads / x.tp, x, p)
     elementwise_bytes = p.elementwise_traffic_factor * elementwise_bytes_per_token(x) / x.n_layers
     elementwise_fwd = tokens * elementwise_bytes / (x.hbm_bandwidth_gbs * 1e9)
     elementwise_fwd = elementwise_fwd + _qlora_dequant_s(x)
-    gemm_fwd = qkv[0] + out[0] + (1 - moe_fraction) * dense_mlp[0] + moe_fraction * moe_mlp[0]
-    gemm_bwd = qkv[1] + out[1] + (1 - moe_fraction) * dense_mlp[1] + moe_fraction * moe_mlp[1]
+    gemm_fwd, gemm_bwd = (gemm["attention"][i] + (1 - moe_fraction) * gemm["dense_mlp"][i]
+                          + moe_fraction * gemm["moe_mlp"][i] for i in (0, 1))
     forward = gemm_fwd + attention_fwd + elementwise_fwd
     backward = gemm_bwd + attention_bwd + 2 * elementwise_fwd
     # selective: without flash attention, redo the attention core (Korthikanti et al. 2022 §5);
@@ -158,37 +201,6 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens):
     return forward, backward, recompute, attention_fwd, attention_bwd
 
 
-def _mlp_times_s(tokens, width_local, x: Inputs, p: ModelParameters, trainable):
-    """Up (gate+up fused when gated) and down projections of one MLP shard."""
-    up = linear_time_s(tokens, x.hidden, (x.mlp_matrices - 1) * width_local, x, p, trainable)
-    down = linear_time_s(tokens, width_local, x.hidden, x, p, trainable)
-    return up[0] + down[0], up[1] + down[1]
-
-
-def _moe_times_s(x: Inputs, p: ModelParameters, tokens, trainable):
-    """Routed experts as a grouped GEMM over this GPU's experts, plus shared experts and router.
-
-    Tokens are assumed balanced: each GPU processes tokens·top_k routed rows, spread over its
-    n_experts/ep local experts (each sharded over tp).
-    """
-    local_experts = np.maximum(x.n_experts / x.ep, 1.0)
-    rows = tokens * x.top_k / local_experts
-    width = x.expert_ffn_hidden / x.tp
-    up_f = gemm_time_s(rows, (x.mlp_matrices - 1) * width, x.hidden, x, p, batch=local_experts)
-    down_f = gemm_time_s(rows, x.hidden, width, x, p, batch=local_experts)
-    up_b = gemm_time_s(rows, x.hidden, (x.mlp_matrices - 1) * width, x, p, batch=local_experts)
-    down_b = gemm_time_s(rows, width, x.hidden, x, p, batch=local_experts)
-    wgrad = gemm_time_s(x.hidden, (x.mlp_matrices - 1) * width, rows, x, p, batch=local_experts)
-    wgrad = wgrad + gemm_time_s(width, x.hidden, rows, x, p, batch=local_experts)
-    shared = _mlp_times_s(tokens, x.n_shared_experts * x.shared_ffn_hidden / x.tp, x, p, trainable)
-    has_shared = x.n_shared_experts > 0
-    router = linear_time_s(tokens, x.hidden, np.maximum(x.n_experts, 1.0), x, p, trainable)
-    forward = up_f + down_f + np.where(has_shared, shared[0], 0.0) + router[0]
-    backward = up_b + down_b + np.where(trainable, wgrad, 0.0) + np.where(has_shared, shared[1], 0.0) + router[1]
-    is_moe = x.n_moe_layers > 0
-    return np.where(is_moe, forward, 0.0), np.where(is_moe, backward, 0.0)
-
-
 def _qlora_dequant_s(x: Inputs):
     """QLoRA dequantizes each frozen 4-bit weight to 16 bits before every use (read ½, write 2 B)."""
     dense, experts = local_parameter_counts(x)
@@ -196,16 +208,16 @@ def _qlora_dequant_s(x: Inputs):
     return np.where(x.method == 2, per_layer * 2.5 / (x.hbm_bandwidth_gbs * 1e9), 0.0)
 
 
-def _logits_times_s(x: Inputs, p: ModelParameters, tokens):
+def _logits_times_s(x: Inputs, tokens, gemm):
     """Output projection and vocab-parallel cross-entropy (read 16-bit logits, write fp32
     log-softmax, and back: ~12 bytes per vocabulary entry per token)."""
-    forward, backward = linear_time_s(tokens, x.hidden, x.vocab / x.tp, x, p, x.method == 0)
+    forward, backward = gemm["logits"]
     loss = tokens * x.vocab / x.tp * 12 / (x.hbm_bandwidth_gbs * 1e9)
     return forward + loss / 2, backward + loss / 2
 
 
 def _kernels_per_layer(x: Inputs):
-    """Kernels one layer launches per micro-batch: forward, backward and recomputation.
+    """Kernels one layer launches per micro-batch: (forward, backward + recomputation).
 
     Forward: 2 norms, 4 GEMMs, rotary (q and k), attention (1 fused kernel; unfused: 2 batched
     GEMMs, softmax, dropout), 2 residual adds, the activation, and the TP collectives (2, or 4 with
@@ -218,7 +230,7 @@ def _kernels_per_layer(x: Inputs):
     forward = 2 + 4 + 2 * x.rope + attention + 2 + 1 + tp_collectives + moe
     backward = forward + 4 + np.where(x.flash_attention > 0, 1.0, 2.0)
     recompute = np.where(x.recompute == 2, forward, 0.0)
-    return forward + backward + recompute
+    return forward, backward + recompute
 
 
 # ---- parallelism traffic ------------------------------------------------------------------------
@@ -368,7 +380,8 @@ def _checkpoint_s(x: Inputs):
 def _host_ram_gb(x: Inputs, p: ModelParameters):
     """Host RAM a node needs: one training process and its loader workers per GPU, offloaded
     optimizer states, and a staging copy of the node's checkpoint shard."""
-    processes = x.gpus_per_node * (p.host_ram_per_gpu_process_gb + x.loader_workers_per_gpu * p.host_ram_per_loader_worker_gb)
+    per_gpu = p.host_ram_per_gpu_process_gb + x.loader_workers_per_gpu * p.host_ram_per_loader_worker_gb
+    processes = x.gpus_per_node * per_gpu
     dense, experts = local_parameter_counts(x)
     shard = np.where(x.zero >= 1, x.dp * x.cp, 1.0)
     offloaded = np.where(x.offload > 0, (dense + experts) / shard * x.optimizer_bytes * x.gpus_per_node / 1e9, 0.0)

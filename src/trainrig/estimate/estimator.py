@@ -115,12 +115,15 @@ def _bottleneck(row: dict[str, Any], speedups: dict[str, float], job: Job) -> tu
     detail = {
         "compute": f"GEMMs and attention take {share['compute']:.0%} of the step at {row['mfu']:.0%} MFU",
         "hbm_bandwidth": "memory-bound kernels (norms, activations, optimizer) weigh on the step",
-        "intra_node": f"intra-node traffic (TP {share['tp_comm']:.0%}, DP {share['dp_comm']:.0%} of the step) is exposed",
+        "intra_node": "intra-node traffic is exposed "
+                      f"(TP {share['tp_comm']:.0%}, DP {share['dp_comm']:.0%} of the step)",
         "inter_node": f"the network between nodes carries exposed traffic (DP {share['dp_comm']:.0%} of the step)",
         "pcie": f"host↔GPU copies over PCIe are exposed ({share['host_transfer']:.0%} of the step)",
         "cpu": (f"the GPU waits on kernel launches ({share['launch_overhead']:.0%} of the step)"
-                if row["launch_bound_fraction"] > 0 else f"data loading on the CPU shows ({share['data_loading']:.0%} of the step)"),
-        "storage": f"dataset reads or checkpoint writes show ({share['data_loading'] + share['checkpoint']:.0%} of the step)",
+                if row["launch_bound_fraction"] > 0
+                else f"data loading on the CPU shows ({share['data_loading']:.0%} of the step)"),
+        "storage": "dataset reads or checkpoint writes show "
+                   f"({share['data_loading'] + share['checkpoint']:.0%} of the step)",
     }[resource]
     return resource, f"{RESOURCES[resource]} binds: {detail}; 2× faster would speed the step {gain:.2f}×"
 
@@ -163,7 +166,8 @@ def _warnings(job: Job, row: dict[str, Any]) -> list[str]:
     if t.zero >= 2 and t.pp > 1:
         warnings.append("ZeRO-2/3 with pipeline parallelism is unsupported by DeepSpeed and Megatron")
     if hw.ram_gb_per_node and row["host_ram_gb_per_node"] > hw.ram_gb_per_node:
-        warnings.append(f"host RAM: a node needs ~{row['host_ram_gb_per_node']:.0f} GB but has {hw.ram_gb_per_node:g} GB")
+        needed = row["host_ram_gb_per_node"]
+        warnings.append(f"host RAM: a node needs ~{needed:.0f} GB but has {hw.ram_gb_per_node:g} GB")
     if row["launch_bound_fraction"] > 0.2:
         warnings.append(f"{row['launch_bound_fraction']:.0%} of compute waits on kernel launches: larger"
                         " micro-batches, CUDA graphs or torch.compile would help")

@@ -15,21 +15,57 @@ __all__ = ["smallest_fitting_change"]
 
 
 def smallest_fitting_change(job: Job, params: ModelParameters) -> str | None:
-    """The first change, from least to most costly in speed, whose job fits; None if none does.
+    """The first change, from least to most costly in speed, whose job fits; else the shortest
+    run of those changes applied together that fits; None if even all of them do not fit.
 
     Order: recompute (selective, then full), ZeRO stages, offloading the optimizer, smaller
     micro-batches (more accumulation), then more tensor or pipeline parallelism inside the same GPUs.
     """
-    for label, changes in _candidates(job):
-        try:
-            candidate = Job(model=job.model, hardware=job.hardware,
-                            training=job.training.model_copy(update={**changes, "grad_accum": None}))
-        except TrainrigError:
+    candidates = list(_candidates(job))
+    for label, changes in candidates:
+        memory = _fitting_memory_gib(job, changes, params)
+        if memory is not None:
+            return f"{label} ({memory:.1f} GiB)"
+    combined: dict = {}
+    labels: list[str] = []
+    for label, changes in candidates:  # accumulate: later steps of a kind supersede earlier ones
+        trial = {**combined, **changes}
+        if _invalid(job, trial):
             continue
-        out = evaluate(inputs_from_job(candidate, params), params)
-        if bool(out.fits):
-            return f"{label} ({float(out.memory_bytes) / GIB:.1f} GiB)"
+        combined, labels = trial, [*labels, label]
+        memory = _fitting_memory_gib(job, combined, params)
+        if memory is not None:
+            return f"together: {' + '.join(_dedupe(labels))} ({memory:.1f} GiB)"
     return None
+
+
+def _dedupe(labels: list[str]) -> list[str]:
+    """Keep the last label of each field (recompute: full supersedes recompute: selective)."""
+    last = {label.split(":")[0]: label for label in labels}
+    return list(last.values())
+
+
+def _invalid(job: Job, changes: dict) -> bool:
+    try:
+        _job_with(job, changes)
+    except TrainrigError:
+        return True
+    return False
+
+
+def _job_with(job: Job, changes: dict) -> Job:
+    return Job(model=job.model, hardware=job.hardware,
+               training=job.training.model_copy(update={**changes, "grad_accum": None}))
+
+
+def _fitting_memory_gib(job: Job, changes: dict, params: ModelParameters) -> float | None:
+    """Memory per GPU of the changed job when it is valid and fits; None otherwise."""
+    try:
+        candidate = _job_with(job, changes)
+    except TrainrigError:
+        return None
+    out = evaluate(inputs_from_job(candidate, params), params)
+    return float(out.memory_bytes) / GIB if bool(out.fits) else None
 
 
 def _candidates(job: Job) -> Iterator[tuple[str, dict]]:

@@ -144,7 +144,7 @@ def inputs_from_job(job: Job, params: ModelParameters) -> Inputs:
 
 
 def _model_fields(job: Job) -> dict[str, float]:
-    m, t = job.model, job.training
+    m = job.model
     return dict(
         n_layers=m.n_layers, n_moe_layers=m.n_moe_layers, hidden=m.hidden, n_heads=m.n_heads,
         kv_heads=m.kv_heads, head_dim=m.head_width, ffn_hidden=m.ffn_hidden,
@@ -218,7 +218,8 @@ def _gpu_fields(job: Job, params: ModelParameters) -> dict[str, float]:
     mfu_peak = gpu.peak("bf16") if t.precision == "fp8" else gpu.peak(t.precision)
     return dict(
         gemm_peak_tflops=peak, attention_peak_tflops=attention_peak, mfu_peak_tflops=mfu_peak,
-        matmul_efficiency=efficiency, attention_efficiency=attention, compute_units=gpu.compute_units, hbm_bandwidth_gbs=hbm,
+        matmul_efficiency=efficiency, attention_efficiency=attention, compute_units=gpu.compute_units,
+        hbm_bandwidth_gbs=hbm,
         memory_gib=gpu.memory_gib,
     )
 

@@ -43,7 +43,7 @@ def local_parameter_counts(x: Inputs):
     dense = layers * per_layer + dense_layers * x.params_dense_mlp_per_layer / x.tp
     dense = dense + moe_layers * x.params_moe_shared_per_layer / x.tp
     ends = np.where(x.pp > 1, np.maximum(x.params_embedding, x.params_head), x.params_embedding + x.params_head)
-    dense = dense + ends / x.tp
+    dense = dense + ends / x.tp + x.params_norms_per_layer / 2  # + the final norm
     experts = moe_layers * x.n_experts * x.params_expert / (x.ep * x.tp)
     return dense, experts
 
@@ -113,7 +113,8 @@ def memory_breakdown_bytes(x: Inputs, p: ModelParameters):
     def sharded(count_dense, count_expert, stage_threshold):
         """Divide by the data-parallel group when the ZeRO stage shards this kind of state."""
         on = x.zero >= stage_threshold
-        return np.where(on, count_dense / shard_dense, count_dense) + np.where(on, count_expert / shard_expert, count_expert)
+        dense_part = np.where(on, count_dense / shard_dense, count_dense)
+        return dense_part + np.where(on, count_expert / shard_expert, count_expert)
 
     base_weight_bytes = np.where(full_training, x.weight_bytes, x.frozen_weight_bytes)
     weights = base_weight_bytes * sharded(dense, experts, 3)

@@ -40,7 +40,9 @@ class ValidationReport:
         return {
             "mape_tokens_per_s_per_gpu_pct": self.mape,
             "mape_by_source_pct": self.mape_by_source,
-            "max_abs_error_pct": max((abs(c.error_pct[PRIMARY]) for c in self.cases if PRIMARY in c.error_pct), default=None),
+            "max_abs_error_pct": max(
+                (abs(c.error_pct[PRIMARY]) for c in self.cases if PRIMARY in c.error_pct), default=None
+            ),
             "memory_mape_pct": self.memory_mape,
             "n_cases": len(self.cases),
             "worst": [c.id for c in self.worst],
