@@ -75,15 +75,18 @@ def _throughput_table(est: Estimate) -> Table:
     table.add_row("  tokens/s", f"{est.tokens_per_s:,.0f} ({est.tokens_per_s_per_gpu:,.0f} per GPU)")
     table.add_row("  model TFLOP/s per GPU", f"{est.model_tflops_per_gpu:,.1f}  (MFU {est.mfu:.1%})")
     table.add_row("  hardware TFLOP/s per GPU", f"{est.hardware_tflops_per_gpu:,.1f}")
-    table.add_row("  total time", duration_text(est.total_time_s) + ("" if est.total_time_s else "  (give training.tokens)"))
+    hint = "" if est.total_time_s else "  (give training.tokens)"
+    table.add_row("  total time", duration_text(est.total_time_s) + hint)
     table.add_row("  GPU-hours", na(est.gpu_hours, "{:,.0f}"))
-    table.add_row("  cost", money_text(est.cost_usd) + (f" at ${est.price_usd_per_gpu_hour:g}/GPU-h" if est.cost_usd else ""))
+    price = f" at ${est.price_usd_per_gpu_hour:g}/GPU-h" if est.cost_usd else ""
+    table.add_row("  cost", money_text(est.cost_usd) + price)
     table.add_row("  host RAM per node", f"{est.host_ram_gb_per_node:,.0f} GB")
     return table
 
 
 def _bottleneck(est: Estimate) -> Panel:
-    speedups = "   ".join(f"{name} {value:.2f}×" for name, value in sorted(est.speedup_if_2x.items(), key=lambda kv: -kv[1]))
+    ranked = sorted(est.speedup_if_2x.items(), key=lambda kv: -kv[1])
+    speedups = "   ".join(f"{name} {value:.2f}×" for name, value in ranked)
     body = Text(est.bottleneck_message + "\n", style="bold")
     body.append("step speed-up if one resource were 2× faster: " + speedups, style="dim")
     return Panel(body, title=f"bottleneck: {est.bottleneck}", title_align="left", border_style="yellow")

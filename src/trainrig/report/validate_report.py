@@ -48,7 +48,8 @@ def _summary_table(report: ValidationReport) -> Table:
             counts[case.family] = counts.get(case.family, 0) + 1
     for family, mape in report.mape_by_source.items():
         table.add_row(family, str(counts.get(family, 0)), f"{mape:.1f}%")
-    table.add_row(Text("mean over sources", style="bold"), str(sum(counts.values())), Text(f"{report.mape:.1f}%", style="bold"))
+    mean = Text(f"{report.mape:.1f}%", style="bold")
+    table.add_row(Text("mean over sources", style="bold"), str(sum(counts.values())), mean)
     worst = report.worst[0] if report.worst else None
     if worst:
         table.add_row("worst case", worst.id, f"{worst.error_pct[PRIMARY]:+.1f}%")

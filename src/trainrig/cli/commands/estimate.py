@@ -49,7 +49,9 @@ def estimate(
     profile: Path | None = typer.Option(None, help="A `trainrig probe --save` profile to use instead of datasheets."),
     price: float | None = typer.Option(None, help="Price per GPU-hour in USD, for the cost."),
     set_: list[str] = typer.Option([], "--set", help="Any job field as key=value (repeatable)."),
-    what_if: list[str] = typer.Option([], "--what-if", help="A variant to show beside the base, key=value (repeatable)."),
+    what_if: list[str] = typer.Option(
+        [], "--what-if", help="A variant to show beside the base, key=value (repeatable)."
+    ),
     json_output: bool = JsonOption,
     catalog: list[str] = CatalogOption,
 ) -> None:
