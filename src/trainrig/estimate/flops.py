@@ -9,11 +9,15 @@ All functions take `Inputs` whose fields may be numpy arrays.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
-from trainrig.estimate.inputs import Inputs
+from trainrig.estimate.inputs import METHOD_CODE, Inputs, model_fields
+from trainrig.specs import ModelSpec
 
 __all__ = [
+    "flops_per_token",
     "attention_context",
     "layer_gemm_flops_per_token",
     "attention_flops_per_token",
@@ -72,3 +76,10 @@ def hardware_flops_per_token(x: Inputs):
         x.recompute == 2, layers_forward, np.where(selective, attention_flops_per_token(x), 0.0)
     )
     return model_flops_per_token(x) + recompute
+
+
+def flops_per_token(model: ModelSpec, seq_len: int, method: str = "full") -> float:
+    """Model training FLOPs per token for a model and sequence length (no recomputation) — what a
+    monitor multiplies by measured tokens/s to get live MFU."""
+    fields = {**model_fields(model), "seq_len": float(seq_len), "method": METHOD_CODE[method]}
+    return float(model_flops_per_token(SimpleNamespace(**fields)))

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from trainrig.estimate.params import ModelParameters
-from trainrig.specs import Job
+from trainrig.specs import Job, ModelSpec
 
-__all__ = ["Inputs", "inputs_from_job", "RECOMPUTE_CODE", "METHOD_CODE", "stack_inputs"]
+__all__ = ["Inputs", "inputs_from_job", "model_fields", "RECOMPUTE_CODE", "METHOD_CODE", "stack_inputs"]
 
 RECOMPUTE_CODE = {"none": 0.0, "selective": 1.0, "full": 2.0}
 METHOD_CODE = {"full": 0.0, "lora": 1.0, "qlora": 2.0}
@@ -139,12 +139,12 @@ def stack_inputs(rows: list[Inputs]) -> Inputs:
 
 def inputs_from_job(job: Job, params: ModelParameters) -> Inputs:
     """Flatten one job; the profile's measurements replace datasheet ceilings where present."""
-    return Inputs(**_model_fields(job), **_training_fields(job), **_gpu_fields(job, params),
+    return Inputs(**model_fields(job.model), **_training_fields(job), **_gpu_fields(job, params),
                   **_link_fields(job), **_host_fields(job, params))
 
 
-def _model_fields(job: Job) -> dict[str, float]:
-    m = job.model
+def model_fields(m: ModelSpec) -> dict[str, float]:
+    """The model's shape and parameter counts as the numbers the core uses."""
     return dict(
         n_layers=m.n_layers, n_moe_layers=m.n_moe_layers, hidden=m.hidden, n_heads=m.n_heads,
         kv_heads=m.kv_heads, head_dim=m.head_width, ffn_hidden=m.ffn_hidden,
