@@ -42,3 +42,13 @@ class HardwareProfile(FrozenSpec):
     """Collation rate of pre-tokenized samples on one core, tokens/s."""
     cpu_cores: int | None = Field(default=None, gt=0)
     """Physical CPU cores of the node."""
+    n_gpus: int | None = Field(default=None, ge=0)
+    """GPUs the probe found on the node (per-GPU figures above are the slowest GPU's)."""
+    host_ram_gib: float | None = Field(default=None, gt=0)
+    """Host memory of the node (or the container's limit), GiB."""
+    p2p_gbs: float | None = Field(default=None, gt=0)
+    """GPU-to-GPU copy rate of the slowest measured pair, one direction, GB/s."""
+    tokenize_tokens_per_s_all_cores: float | None = Field(default=None, gt=0)
+    """Tokenization rate of every usable core at once, tokens/s."""
+    quick: bool | None = None
+    """Measured with `trainrig probe --quick` (shorter runs, fewer shapes and sizes)."""
