@@ -4,6 +4,7 @@ from trainrig.specs.gpu import GPU, PeakTflops
 from trainrig.specs.hardware import CPU, HostMemory, Link, Storage
 from trainrig.specs.job import HardwareSpec, Job, NetworkSpec, TrainingSpec
 from trainrig.specs.model import ModelPreset, ModelSpec
+from trainrig.specs.offer import Offer
 from trainrig.specs.profile import HardwareProfile
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "ModelPreset",
     "ModelSpec",
     "HardwareProfile",
+    "Offer",
 ]
