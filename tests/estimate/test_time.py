@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jobs import make_job
 
+from jobs import make_job
 from trainrig import estimate
 from trainrig.estimate import collectives as comm
 from trainrig.estimate.core import evaluate
@@ -152,7 +152,7 @@ def test_vectorized_rows_equal_single_estimates():
 def test_estimate_json_has_every_contract_key_and_parts_sum_to_the_step():
     est = estimate(make_job(training={"tokens": 1e11}), price_usd_per_gpu_hour=2.0)
     data = est.to_dict()
-    assert CONTRACT_KEYS <= set(data)
+    assert set(data) >= CONTRACT_KEYS
     assert {"weights", "gradients", "optimizer", "activations", "other"} <= set(data["memory_breakdown_gib"])
     assert {"compute", "tp_comm", "pp_bubble", "dp_comm", "data_loading", "host_transfer", "other"} <= set(
         data["step_breakdown_s"])

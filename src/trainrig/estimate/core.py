@@ -175,7 +175,8 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, tokens) -> dict[str, Any]:
         return forward, backward
 
     has_shared = x.n_shared_experts > 0
-    moe = [a + np.where(has_shared, b, 0.0) + c for a, b, c in zip(passes(experts), passes(shared), passes(router), strict=True)]
+    blocks = zip(passes(experts), passes(shared), passes(router), strict=True)
+    moe = [routed + np.where(has_shared, common, 0.0) + gate for routed, common, gate in blocks]
     is_moe = x.n_moe_layers > 0
     return {"attention": passes(attention), "dense_mlp": passes(dense),
             "moe_mlp": tuple(np.where(is_moe, v, 0.0) for v in moe), "logits": passes(logits)}
