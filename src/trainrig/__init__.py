@@ -9,6 +9,8 @@ from trainrig.catalog.models import load_model
 from trainrig.errors import TrainrigError
 from trainrig.estimate import Estimate, ModelParameters
 from trainrig.estimate import estimate as estimate
+from trainrig.plan import PlanResult
+from trainrig.plan import plan as plan
 from trainrig.specs import GPU, HardwareProfile, HardwareSpec, Job, Link, ModelSpec, TrainingSpec
 
 __version__ = "0.1.0"
@@ -18,6 +20,8 @@ __all__ = [
     "load_job",
     "estimate",
     "Estimate",
+    "plan",
+    "PlanResult",
     "ModelParameters",
     "load_catalog",
     "get_gpu",

@@ -24,8 +24,9 @@ class GroupLinks:
     def __init__(self, size, stride, x, p):
         self.size = size
         per_node = np.clip(np.floor(x.gpus_per_node / stride), 1.0, None)
-        self.ranks_per_node = np.minimum(size, per_node)
-        self.nodes = np.ceil(size / self.ranks_per_node)
+        # a group can never span more nodes than the job has (a strided group on one node)
+        self.nodes = np.minimum(np.ceil(size / np.minimum(size, per_node)), x.n_nodes)
+        self.ranks_per_node = size / self.nodes
         # past the scale-up domain (bridged pairs), ring traffic crosses PCIe between domains
         self.intra_gbs = np.where(self.ranks_per_node <= x.scale_up_domain, x.intra_bandwidth_gbs, x.pcie_peer_gbs)
         self.intra_latency_s = x.intra_latency_us * 1e-6

@@ -18,7 +18,12 @@ from trainrig.estimate import collectives as comm
 from trainrig.estimate.compute import GemmBatch, attention_time_s, elementwise_bytes_per_token
 from trainrig.estimate.flops import hardware_flops_per_token, model_flops_per_token
 from trainrig.estimate.inputs import Inputs
-from trainrig.estimate.memory import GIB, local_parameter_counts, lora_parameters_per_layer, memory_breakdown_bytes
+from trainrig.estimate.memory import (
+    local_parameter_counts,
+    lora_parameters_per_layer,
+    memory_breakdown_bytes,
+    memory_fit,
+)
 from trainrig.estimate.params import ModelParameters
 
 __all__ = ["evaluate", "Outputs", "STEP_PARTS", "MEMORY_PARTS"]
@@ -78,7 +83,7 @@ def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
     step = sum(parts.values())
 
     memory = memory_breakdown_bytes(x, p)
-    total_memory = sum(memory.values())
+    total_memory, _, fits = memory_fit(x, p)
     tokens_per_s = x.global_batch * x.seq_len / step
     n_gpus = x.tp * x.pp * x.cp * x.dp
     model_fpt = model_flops_per_token(x)
@@ -89,7 +94,7 @@ def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
         memory_parts_bytes=memory,
         step_time_s=step,
         memory_bytes=total_memory,
-        fits=total_memory <= x.memory_gib * GIB,
+        fits=fits,
         tokens_per_s=tokens_per_s,
         model_flops_per_token=model_fpt,
         hardware_flops_per_token=hardware_fpt,
@@ -372,8 +377,7 @@ def _data_loading_exposed_s(x: Inputs, p: ModelParameters, gpu_busy):
 def _checkpoint_s(x: Inputs):
     """A full checkpoint (16-bit weights + optimizer states), written in parallel by every node,
     amortized over the checkpoint interval; zero when storage or the interval is unknown."""
-    state_bytes = x.params_total * (x.weight_bytes + np.where(x.method == 0, x.optimizer_bytes, 0.0))
-    per_node = state_bytes / x.n_nodes
+    per_node = x.checkpoint_bytes / x.n_nodes
     write_s = np.nan_to_num(per_node / (x.storage_write_gbs * 1e9), nan=0.0)
     return write_s / x.checkpoint_interval_steps
 

@@ -131,6 +131,11 @@ class Inputs:
         """Sequence parallelism only changes anything with tensor parallelism."""
         return self.sequence_parallel * (self.tp > 1)
 
+    @property
+    def checkpoint_bytes(self):
+        """One full checkpoint: 16-bit weights, plus the optimizer states when every weight trains."""
+        return self.params_total * (self.weight_bytes + np.where(self.method == 0, self.optimizer_bytes, 0.0))
+
 
 def stack_inputs(rows: list[Inputs]) -> Inputs:
     """Many single-configuration Inputs as one of arrays (rows must share nothing but the type)."""

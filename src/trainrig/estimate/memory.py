@@ -14,7 +14,7 @@ import numpy as np
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
 
-__all__ = ["local_parameter_counts", "activation_bytes_per_layer", "memory_breakdown_bytes", "GIB"]
+__all__ = ["local_parameter_counts", "activation_bytes_per_layer", "memory_breakdown_bytes", "memory_fit", "GIB"]
 
 GIB = 2.0**30
 
@@ -143,3 +143,11 @@ def memory_breakdown_bytes(x: Inputs, p: ModelParameters):
         "activations": activations,
         "other": other,
     }
+
+
+def memory_fit(x: Inputs, p: ModelParameters):
+    """(peak bytes per GPU, the GPU's capacity in bytes, whether it fits) — the one fit rule."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        total = sum(memory_breakdown_bytes(x, p).values())
+    capacity = x.memory_gib * GIB
+    return total, capacity, total <= capacity

@@ -1,0 +1,298 @@
+"""`plan(...)` and `compare(...)`: the search, the constraints, the chosen plans and their nodes.
+
+Only the configurations finally shown get a full single-configuration `estimate()` (scalar); the
+search itself stays in arrays (search.py). Timing is the caller's: `search_time_s` is filled in by
+the CLI, which owns the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainrig.catalog import Catalog, load_catalog
+from trainrig.catalog.job_file import job_to_mapping, load_job
+from trainrig.catalog.models import resolve_model
+from trainrig.estimate.estimator import estimate
+from trainrig.estimate.memory import GIB
+from trainrig.estimate.params import DEFAULT_PARAMETERS, ModelParameters
+from trainrig.plan.hardware import HardwareOption, hardware_options, resolve_gpu_types
+from trainrig.plan.node import node_advice
+from trainrig.plan.request import PlanRequest, make_request
+from trainrig.plan.result import CompareResult, Comparison, FrontPoint, OfferRef, Plan, PlanResult
+from trainrig.plan.search import Candidates, SearchResult, job_mapping, search
+from trainrig.plan.select import closest, distinct_hardware, feasible_mask, pareto_front, ranked, spread
+from trainrig.plan.space import SearchSpace
+from trainrig.specs import Offer
+
+__all__ = ["plan", "compare", "Planner"]
+
+
+def plan(model: Any, tokens: float | None, seq_len: int = 4096, global_batch: int | Sequence[int] | str = 1024,
+         precision: str = "bf16", method: str = "full", deadline_days: float | None = None,
+         budget_usd: float | None = None, max_gpus: int = 1024, max_nodes: int | None = None,
+         gpu_types: Sequence[str] | None = None, offers: Sequence[Offer] | None = None, objective: str = "cost",
+         top_k: int = 5, training: Mapping[str, Any] | None = None, priced_only: bool = False,
+         catalog_dirs: tuple[str, ...] = (), params: ModelParameters = DEFAULT_PARAMETERS,
+         space: SearchSpace | None = None) -> PlanResult:
+    """The best configurations for training `model` on `tokens` tokens under the constraints.
+
+    `model`: a preset name, a config.json path, a mapping of model fields or a ModelSpec.
+    `global_batch`: sequences per step, or a range `(512, 2048)` / `"512-2048"`.
+    `offers`: the cloud offers to price with (default: the catalog's, including `catalog_dirs`).
+    `training`: other training fields held fixed (optimizer, flash_attention, lora_rank …).
+    """
+    planner = Planner.create(**locals())
+    return planner.plan_result(planner.run())
+
+
+def compare(model: Any, tokens: float | None, gpu_types: Sequence[str] | None = None, seq_len: int = 4096,
+            global_batch: int | Sequence[int] | str = 1024, precision: str = "bf16", method: str = "full",
+            deadline_days: float | None = None, budget_usd: float | None = None, max_gpus: int = 1024,
+            max_nodes: int | None = None, offers: Sequence[Offer] | None = None, objective: str = "cost",
+            training: Mapping[str, Any] | None = None, priced_only: bool = False,
+            catalog_dirs: tuple[str, ...] = (), params: ModelParameters = DEFAULT_PARAMETERS,
+            space: SearchSpace | None = None) -> CompareResult:
+    """The best configuration on each GPU type, side by side (same arguments as `plan`)."""
+    planner = Planner.create(**locals(), top_k=1)
+    return planner.compare_result(planner.run())
+
+
+@dataclass(frozen=True)
+class Planner:
+    """A validated request with its hardware options, catalog and model parameters."""
+
+    request: PlanRequest
+    options: list[HardwareOption]
+    notes: list[str]
+    catalog: Catalog
+    params: ModelParameters
+    catalog_dirs: tuple[str, ...]
+
+    @classmethod
+    def create(cls, model: Any, tokens: float | None, seq_len: int = 4096, global_batch: Any = 1024,
+               precision: str = "bf16", method: str = "full", deadline_days: float | None = None,
+               budget_usd: float | None = None, max_gpus: int = 1024, max_nodes: int | None = None,
+               gpu_types: Sequence[str] | None = None, offers: Sequence[Offer] | None = None, objective: str = "cost",
+               top_k: int = 5, training: Mapping[str, Any] | None = None, priced_only: bool = False,
+               catalog_dirs: tuple[str, ...] = (), params: ModelParameters = DEFAULT_PARAMETERS,
+               space: SearchSpace | None = None) -> Planner:
+        """Resolve the model and GPUs, check the request and list the node kinds (arguments as `plan`)."""
+        catalog = load_catalog(tuple(catalog_dirs))
+        spec, model_note = resolve_model(model, tuple(catalog_dirs))
+        request = make_request(spec, tokens, seq_len, global_batch, precision, method, training, deadline_days,
+                               budget_usd, max_gpus, max_nodes, objective, top_k, priced_only, space)
+        gpus = resolve_gpu_types(catalog, gpu_types)
+        chosen_offers = list(catalog.offers) if offers is None else list(offers)
+        options, notes = hardware_options(catalog, gpus, chosen_offers, precision, priced_only)
+        ignored = sorted(set(training or {}) & {"tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "zero",
+                                                "recompute", "sequence_parallel", "grad_accum"})
+        if ignored:
+            notes.append(f"the planner chooses {', '.join(ignored)}; the given values were not used")
+        return cls(request, options, ([model_note] if model_note else []) + notes, catalog, params,
+                   tuple(catalog_dirs))
+
+    def run(self) -> SearchResult:
+        return search(self.request, self.options, self.params, self.catalog_dirs)
+
+    # ---- plan --------------------------------------------------------------------------------------
+
+    def plan_result(self, found: SearchResult) -> PlanResult:
+        c, request = found.fitting, self.request
+        feasible = feasible_mask(c, request)
+        index = np.flatnonzero(feasible)
+        chosen, message = self._chosen(c, index) if len(index) else self._closest(found)
+        plans = [self._plan(rank, candidates, i, meets) for rank, (candidates, i, meets) in enumerate(chosen, 1)]
+        notes = self.notes + self._search_notes(c, index) + _not_finite_note(found)
+        return PlanResult(plans=plans, feasible=bool(len(index)), message=message, objective=request.objective,
+                          constraints=request.constraints(), n_configurations_evaluated=found.n_enumerated,
+                          n_configurations_fitting=len(c), n_configurations_feasible=len(index),
+                          search_time_s=None, points=self._points(c, feasible), notes=notes)
+
+    def _chosen(self, c: Candidates, index: np.ndarray) -> tuple[list, str | None]:
+        k = self.request.top_k
+        if self.request.objective == "pareto":
+            front = pareto_front(c, distinct_hardware(c, ranked(c, index, "time")))
+            if len(front):
+                return [(c, i, True) for i in spread(front, k)], None
+        best = distinct_hardware(c, ranked(c, index, self.request.objective))[:k]
+        return [(c, i, True) for i in best], None
+
+    def _closest(self, found: SearchResult) -> tuple[list, str]:
+        c, k = found.fitting, self.request.top_k
+        if not len(c):
+            over = found.closest_overflow
+            rows = distinct_hardware(over, np.arange(len(over)))[:k]
+            return [(over, i, False) for i in rows], self._nothing_fits_message(over)
+        rows = distinct_hardware(c, closest(c, self.request))[:k]
+        return [(c, i, False) for i in rows], self._miss_message(c)
+
+    def _plan(self, rank: int, c: Candidates, i: int, meets: bool) -> Plan:
+        option = self.options[int(c.option[i])]
+        layout = c.layouts.training_fields(int(i))
+        mapping = job_mapping(self.request, option, int(c.n_gpus[i]), layout)
+        # the job as its file gives it back, so re-running the file reproduces this estimate exactly
+        mapping = job_to_mapping(load_job(mapping, self.catalog_dirs))
+        job = load_job(mapping, self.catalog_dirs)
+        est = estimate(job, self.params, price_usd_per_gpu_hour=option.price_usd_per_gpu_hour)
+        node = node_advice(job, est, self.catalog, self.params, self.catalog_dirs) if est.fits else None
+        t, hw = job.training, job.hardware
+        return Plan(
+            rank=rank, gpu=hw.gpu.id, n_gpus=hw.n_gpus, n_nodes=hw.n_nodes, gpus_per_node=hw.gpus_in_node,
+            offer=_offer_ref(option.offer), meets_constraints=meets, misses=self._misses(est),
+            layout={"tp": t.tp, "pp": t.pp, "dp": t.dp_degree, "cp": t.cp, "ep": t.ep, "vpp": t.vpp, "zero": t.zero,
+                    "micro_batch": t.micro_batch, "global_batch": t.global_batch, "grad_accum": t.micro_batches,
+                    "recompute": t.recompute, "sequence_parallel": t.sequence_parallel},
+            memory_headroom_gib=est.memory_capacity_gib - est.memory_per_gpu_gib, estimate=est, node=node,
+            job=mapping)
+
+    def _misses(self, est) -> list[str]:
+        misses, request = [], self.request
+        if not est.fits:
+            misses.append("does not fit in GPU memory")
+        if request.deadline_s is not None and est.total_time_s is not None and est.total_time_s > request.deadline_s:
+            misses.append(f"takes {duration_text(est.total_time_s)} (deadline {duration_text(request.deadline_s)})")
+        if request.budget_usd is not None and (est.cost_usd is None or est.cost_usd > request.budget_usd):
+            cost = "has no known price" if est.cost_usd is None else f"costs {money_text(est.cost_usd)}"
+            misses.append(f"{cost} (budget {money_text(request.budget_usd)})")
+        return misses
+
+    # ---- messages ----------------------------------------------------------------------------------
+
+    def _nothing_fits_message(self, over: Candidates) -> str:
+        limit = f"up to {self.request.max_gpus} GPUs" + (f" on {self.request.max_nodes} nodes"
+                                                         if self.request.max_nodes else "")
+        if not len(over):
+            return f"no valid configuration exists for this model and batch on the allowed GPUs with {limit}."
+        i = 0
+        option = self.options[int(over.option[i])]
+        return (f"no configuration fits in GPU memory with {limit}; the closest needs "
+                f"{over.memory_bytes[i] / GIB:.1f} GiB per GPU on {int(over.n_gpus[i])} × {option.gpu.id}"
+                f" ({over.capacity_bytes[i] / GIB:g} GiB).")
+
+    def _miss_message(self, c: Candidates) -> str:
+        request, everything = self.request, np.arange(len(c))
+        deadline_ok = np.ones(len(c), dtype=bool)
+        if request.deadline_s is not None:
+            deadline_ok = c.total_time_s <= request.deadline_s
+        if request.deadline_s is not None and not deadline_ok.any():
+            fastest = ranked(c, everything, "time")[0]
+            return (f"no configuration meets a {deadline_text(request.deadline_s)} deadline; the fastest is "
+                    f"{duration_text(c.total_time_s[fastest])} on {self._hardware_text(c, fastest)}.")
+        priced = np.flatnonzero(np.isfinite(c.cost_usd))
+        if not len(priced):
+            return (f"no configuration has a known price, so none can be held to the {money_text(request.budget_usd)}"
+                    " budget; add offers with prices (--offers or --catalog).")
+        within = priced[deadline_ok[priced]]
+        cheapest = ranked(c, within if len(within) else priced, "cost")[0]
+        if request.deadline_s is None:
+            return (f"no configuration costs under {money_text(request.budget_usd)}; the cheapest is "
+                    f"{money_text(c.cost_usd[cheapest])} on {self._hardware_text(c, cheapest)}"
+                    f" ({duration_text(c.total_time_s[cheapest])}).")
+        in_budget = priced[c.cost_usd[priced] <= request.budget_usd]
+        tail = ""
+        if len(in_budget):
+            fastest = ranked(c, in_budget, "time")[0]
+            tail = (f"; within the budget the fastest takes {duration_text(c.total_time_s[fastest])}"
+                    f" on {self._hardware_text(c, fastest)}")
+        return (f"no configuration meets both a {deadline_text(request.deadline_s)} deadline and a "
+                f"{money_text(request.budget_usd)} budget; within the deadline the cheapest costs "
+                f"{money_text(c.cost_usd[cheapest])} on {self._hardware_text(c, cheapest)}{tail}.")
+
+    def _hardware_text(self, c: Candidates, i: int) -> str:
+        option = self.options[int(c.option[i])]
+        where = f" ({option.offer.provider} {option.offer.instance})" if option.offer else ""
+        return f"{int(c.n_gpus[i])} × {option.gpu.id}{where}"
+
+    def _search_notes(self, c: Candidates, feasible: np.ndarray) -> list[str]:
+        unpriced = int(np.sum(~np.isfinite(c.cost_usd[feasible])))
+        if not unpriced:
+            return []
+        return [f"{unpriced:,} of the configurations that meet the constraints run on hardware without a known price"
+                " (catalog nodes or offers without one): their cost is null"
+                + (", and they rank after every priced one" if self.request.objective == "cost" else "")]
+
+    # ---- points for the time–cost plot -------------------------------------------------------------
+
+    def _points(self, c: Candidates, feasible: np.ndarray) -> list[FrontPoint]:
+        priced = np.flatnonzero(np.isfinite(c.cost_usd))
+        best = distinct_hardware(c, ranked(c, priced, "cost"))
+        fastest = distinct_hardware(c, ranked(c, priced, "time"))
+        rows = np.unique(np.concatenate([best, fastest]))
+        front = set(pareto_front(c, np.arange(len(c))).tolist())
+        return [FrontPoint(total_time_s=float(c.total_time_s[i]), cost_usd=float(c.cost_usd[i]),
+                           gpu=self.options[int(c.option[i])].gpu.id, n_gpus=int(c.n_gpus[i]),
+                           offer=_offer_id(self.options[int(c.option[i])]), on_front=int(i) in front,
+                           meets_constraints=bool(feasible[i])) for i in rows]
+
+    # ---- compare -----------------------------------------------------------------------------------
+
+    def compare_result(self, found: SearchResult) -> CompareResult:
+        c = found.fitting
+        feasible = feasible_mask(c, self.request)
+        gpus = list(dict.fromkeys(o.gpu.id for o in self.options))
+        rows = [self._comparison(gpu, c, feasible, found.closest_overflow) for gpu in gpus]
+        return CompareResult(rows=rows, objective=self.request.objective, constraints=self.request.constraints(),
+                             n_configurations_evaluated=found.n_enumerated, n_configurations_fitting=len(c),
+                             search_time_s=None, notes=self.notes + _not_finite_note(found))
+
+    def _comparison(self, gpu: str, c: Candidates, feasible: np.ndarray, over: Candidates) -> Comparison:
+        on_gpu = np.array([o.gpu.id == gpu for o in self.options])
+        mine = np.flatnonzero(on_gpu[c.option])
+        ok = mine[feasible[mine]]
+        if len(ok):
+            best = ranked(c, ok, "time" if self.request.objective == "time" else "cost")[0]
+            return Comparison(gpu=gpu, plan=self._plan(1, c, best, True), reason=None)
+        if len(mine):
+            best = closest(c.take(mine), self.request)[0]
+            row = mine[best]
+            plan = self._plan(1, c, row, False)
+            return Comparison(gpu=gpu, plan=plan, reason="; ".join(plan.misses) or "misses the constraints")
+        limit = f"{self.request.max_gpus} GPUs"
+        theirs = np.flatnonzero(on_gpu[over.option])
+        if len(theirs):
+            i = theirs[0]
+            return Comparison(gpu=gpu, plan=None, reason=(
+                f"does not fit on up to {limit}: the closest needs {over.memory_bytes[i] / GIB:.1f} of"
+                f" {over.capacity_bytes[i] / GIB:g} GiB per GPU"))
+        return Comparison(gpu=gpu, plan=None, reason=f"no valid layout for this model and batch on up to {limit}")
+
+
+def _not_finite_note(found: SearchResult) -> list[str]:
+    if not found.n_not_finite:
+        return []
+    return [f"{found.n_not_finite:,} configurations that fit got no finite step time from the model and were left out"]
+
+
+def _offer_ref(offer: Offer | None) -> OfferRef | None:
+    if offer is None:
+        return None
+    return OfferRef(id=offer.id, provider=offer.provider, instance=offer.instance,
+                    usd_per_gpu_hour=offer.usd_per_gpu_hour, price_date=offer.price_date.isoformat(),
+                    region=offer.region, sources=list(offer.sources))
+
+
+def _offer_id(option: HardwareOption) -> str | None:
+    return option.offer.id if option.offer else None
+
+
+def duration_text(seconds: float) -> str:
+    """`11.2 days`, `5.3 h`, `42 min` — for sentences in messages."""
+    for unit, scale in (("days", 86400.0), ("h", 3600.0)):
+        if seconds >= 2 * scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 60:.3g} min"
+
+
+def deadline_text(seconds: float) -> str:
+    """`7-day`, `12-hour`: a deadline as an adjective."""
+    if seconds >= 86400.0:
+        return f"{seconds / 86400.0:g}-day"
+    return f"{seconds / 3600.0:.3g}-hour"
+
+
+def money_text(usd: float | None) -> str:
+    return "no known price" if usd is None else f"${usd:,.0f}"

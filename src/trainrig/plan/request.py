@@ -1,0 +1,155 @@
+"""What a plan is asked for: the job to train and the constraints, checked once, up front.
+
+Every bad value ends in a TrainrigError naming the field, so the CLI can answer with one sentence
+and exit code 2 before any search starts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, get_args
+
+from pydantic import ValidationError
+
+from trainrig.errors import TrainrigError, from_validation_error
+from trainrig.plan.space import SearchSpace
+from trainrig.specs import ModelSpec, TrainingSpec
+from trainrig.specs.job import TrainPrecision
+
+__all__ = ["PlanRequest", "OBJECTIVES", "LAYOUT_FIELDS", "parse_global_batch", "make_request"]
+
+OBJECTIVES = ("cost", "time", "pareto")
+METHODS = ("full", "lora", "qlora")
+SECONDS_PER_DAY = 86400.0
+# Training fields the planner chooses; a job file's values for them are replaced, not used.
+LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "dp", "vpp", "grad_accum", "micro_batch", "global_batch", "zero",
+                 "recompute", "sequence_parallel")
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """A validated planning question."""
+
+    model: ModelSpec
+    tokens: float
+    seq_len: int
+    global_batches: tuple[int, ...]
+    precision: str
+    method: str
+    training: Mapping[str, Any] = field(default_factory=dict)
+    """Other training fields held fixed (optimizer, flash_attention, lora_rank, data_format …)."""
+    deadline_s: float | None = None
+    budget_usd: float | None = None
+    max_gpus: int = 1024
+    max_nodes: int | None = None
+    objective: str = "cost"
+    top_k: int = 5
+    priced_only: bool = False
+    space: SearchSpace = SearchSpace()
+
+    def constraints(self) -> dict[str, Any]:
+        """The constraints as plain values, for reports and JSON."""
+        return {
+            "deadline_days": None if self.deadline_s is None else self.deadline_s / SECONDS_PER_DAY,
+            "budget_usd": self.budget_usd, "max_gpus": self.max_gpus, "max_nodes": self.max_nodes,
+            "priced_only": self.priced_only,
+        }
+
+
+def make_request(model: ModelSpec, tokens: float | None, seq_len: int, global_batch: int | Sequence[int] | str,
+                 precision: str = "bf16", method: str = "full", training: Mapping[str, Any] | None = None,
+                 deadline_days: float | None = None, budget_usd: float | None = None, max_gpus: int = 1024,
+                 max_nodes: int | None = None, objective: str = "cost", top_k: int = 5,
+                 priced_only: bool = False, space: SearchSpace | None = None) -> PlanRequest:
+    """A PlanRequest, or a TrainrigError naming the first bad field."""
+    _check_positive("tokens", tokens, "the number of training tokens, e.g. 2e12")
+    _check_positive("seq_len", seq_len, "tokens per sequence", whole=True)
+    _check_choice("precision", precision, get_args(TrainPrecision))
+    _check_choice("method", method, METHODS)
+    _check_choice("objective", objective, OBJECTIVES)
+    _check_optional_positive("deadline_days", deadline_days, "days")
+    _check_optional_positive("budget_usd", budget_usd, "US dollars")
+    _check_positive("max_gpus", max_gpus, "GPUs", whole=True)
+    _check_optional_positive("max_nodes", max_nodes, "nodes", whole=True)
+    _check_positive("top_k", top_k, "plans to show", whole=True)
+    extra = _fixed_training(training or {}, seq_len, precision, method)
+    return PlanRequest(
+        model=model, tokens=float(tokens), seq_len=int(seq_len), global_batches=parse_global_batch(global_batch),
+        precision=precision, method=method, training=extra,
+        deadline_s=None if deadline_days is None else float(deadline_days) * SECONDS_PER_DAY,
+        budget_usd=None if budget_usd is None else float(budget_usd), max_gpus=int(max_gpus),
+        max_nodes=None if max_nodes is None else int(max_nodes), objective=objective, top_k=int(top_k),
+        priced_only=priced_only, space=space or SearchSpace())
+
+
+def parse_global_batch(value: int | Sequence[int] | str) -> tuple[int, ...]:
+    """`1024`, `"1024"`, a range `"512-2048"` / `(512, 2048)`: the batch sizes (sequences) to try.
+
+    A range tries its ends and every power of two, or three times a power of two, between them."""
+    low, high = _batch_bounds(value)
+    inside = {b for b in _batch_ladder(high) if low <= b <= high}
+    return tuple(sorted(inside | {low, high}))
+
+
+def _batch_bounds(value: int | Sequence[int] | str) -> tuple[int, int]:
+    if isinstance(value, str):
+        parts = value.replace(":", "-").split("-")
+        try:
+            numbers = [int(float(p)) for p in parts if p.strip()]
+        except ValueError:
+            numbers = []
+        if len(numbers) != len(parts) or not 1 <= len(numbers) <= 2:
+            raise TrainrigError("global_batch", f"'{value}' is not a batch size or a range like 512-2048.")
+        value = numbers if len(numbers) == 2 else numbers[0]
+    if isinstance(value, Sequence):
+        if len(value) != 2:
+            raise TrainrigError("global_batch", "a range needs exactly two sizes, e.g. (512, 2048).")
+        low, high = value
+    else:
+        low = high = value
+    for bound in (low, high):
+        _check_positive("global_batch", bound, "sequences per optimizer step", whole=True)
+    if low > high:
+        raise TrainrigError("global_batch", f"the range {low}-{high} runs backwards; write {high}-{low}.")
+    return int(low), int(high)
+
+
+def _batch_ladder(high: int) -> set[int]:
+    ladder, power = set(), 1
+    while power <= high:
+        ladder |= {power, 3 * power}
+        power *= 2
+    return ladder
+
+
+def _fixed_training(training: Mapping[str, Any], seq_len: int, precision: str, method: str) -> dict[str, Any]:
+    """The training fields the planner keeps fixed, checked by TrainingSpec itself."""
+    if not isinstance(training, Mapping):
+        raise TrainrigError("training", "must be a mapping of training settings.")
+    extra = {k: v for k, v in training.items() if k not in LAYOUT_FIELDS and k not in ("tokens", "seq_len")}
+    extra.pop("precision", None)
+    extra.pop("method", None)
+    try:
+        TrainingSpec.model_validate({**extra, "seq_len": seq_len, "precision": precision, "method": method})
+    except ValidationError as error:
+        raise from_validation_error(error, prefix="training") from None
+    return extra
+
+
+def _check_positive(name: str, value: Any, what: str, whole: bool = False) -> None:
+    number_ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not number_ok or value <= 0 or (whole and float(value) != int(value)):
+        kind = "a positive whole number" if whole else "a positive number"
+        raise TrainrigError(name, f"must be {kind} of {what} (got {value!r}).")
+
+
+def _check_optional_positive(name: str, value: Any, what: str, whole: bool = False) -> None:
+    if value is not None:
+        _check_positive(name, value, what, whole)
+
+
+def _check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise TrainrigError(name, f"'{value}' is not one of {', '.join(choices)}.")

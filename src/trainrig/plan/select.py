@@ -1,0 +1,75 @@
+"""Constraints, ranking and the Pareto front, on the candidate arrays.
+
+Unknown cost (no price) is NaN here: it never meets a budget, ranks after every priced configuration
+when cost is the objective, and is never on the time–cost front.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trainrig.plan.request import PlanRequest
+from trainrig.plan.search import Candidates
+
+__all__ = ["feasible_mask", "ranked", "distinct_hardware", "pareto_front", "spread", "closest", "violation"]
+
+
+def feasible_mask(c: Candidates, request: PlanRequest) -> np.ndarray:
+    """Fits (all candidates do), meets the deadline and, with a budget, has a known cost within it."""
+    ok = np.ones(len(c), dtype=bool)
+    if request.deadline_s is not None:
+        ok &= c.total_time_s <= request.deadline_s
+    if request.budget_usd is not None:
+        ok &= np.nan_to_num(c.cost_usd, nan=np.inf) <= request.budget_usd
+    return ok
+
+
+def ranked(c: Candidates, index: np.ndarray, objective: str) -> np.ndarray:
+    """`index` ordered best first: by cost then time (`cost`), by time then cost (`time`/`pareto`)."""
+    cost = np.nan_to_num(c.cost_usd[index], nan=np.inf)
+    time = c.total_time_s[index]
+    keys = (time, cost) if objective == "cost" else (cost, time)
+    return index[np.lexsort(keys)]
+
+
+def distinct_hardware(c: Candidates, ordered: np.ndarray) -> np.ndarray:
+    """The first (best) configuration of each (node kind, GPU count), order kept."""
+    key = c.option[ordered] * (1 << 32) + c.n_gpus[ordered]
+    _, first = np.unique(key, return_index=True)
+    return ordered[np.sort(first)]
+
+
+def pareto_front(c: Candidates, index: np.ndarray) -> np.ndarray:
+    """Priced candidates of `index` that no other is both faster and cheaper than, fastest first."""
+    priced = index[np.isfinite(c.cost_usd[index])]
+    ordered = priced[np.lexsort((c.cost_usd[priced], c.total_time_s[priced]))]
+    cost = c.cost_usd[ordered]
+    best_before = np.concatenate([[np.inf], np.minimum.accumulate(cost)[:-1]])
+    return ordered[cost < best_before]
+
+
+def spread(front: np.ndarray, k: int) -> np.ndarray:
+    """k points spread evenly along a front (its ends included)."""
+    if len(front) <= k:
+        return front
+    picks = np.unique(np.round(np.linspace(0, len(front) - 1, k)).astype(int))
+    return front[picks]
+
+
+def violation(c: Candidates, index: np.ndarray, request: PlanRequest) -> np.ndarray:
+    """How far each candidate misses the constraints: the largest of time/deadline and cost/budget
+    (≤ 1 meets both; an unknown cost misses any budget)."""
+    worst = np.zeros(len(index))
+    if request.deadline_s is not None:
+        worst = np.maximum(worst, c.total_time_s[index] / request.deadline_s)
+    if request.budget_usd is not None:
+        worst = np.maximum(worst, np.nan_to_num(c.cost_usd[index], nan=np.inf) / request.budget_usd)
+    return worst
+
+
+def closest(c: Candidates, request: PlanRequest) -> np.ndarray:
+    """Every candidate, the least violating first (ties by the objective)."""
+    index = np.arange(len(c))
+    by_objective = ranked(c, index, request.objective)
+    miss = violation(c, by_objective, request)
+    return by_objective[np.argsort(miss, kind="stable")]
