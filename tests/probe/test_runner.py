@@ -150,3 +150,23 @@ def test_torch_devices_map_to_nvml_by_pci_bus_id():
     described = runner._gpus_from_torch(fake_torch, load_catalog())
     assert [g.name for g in described] == ["GPU B", "GPU A"]
     assert described[0].cuda_capability == "9.0" and "nvml" in described[0].unavailable
+
+
+def test_a_saved_profile_changes_the_estimate_as_it_should(tmp_path):
+    # probe → profile.json → job file's hardware.profile → estimate (issue "Probe", done-when)
+    from trainrig import estimate, load_job
+
+    profile_path = tmp_path / "profile.json"
+    profile_path.write_text(to_profile(_benchmarked()).model_dump_json())
+    job_path = tmp_path / "job.yaml"
+    job_path.write_text("model: llama3-8b\nhardware: {gpu: H100-SXM5-80GB, n_gpus: 8, profile: profile.json}\n"
+                        "training: {seq_len: 4096, global_batch: 64, zero: 3}\n")
+    measured = estimate(load_job(job_path))
+    datasheet = estimate(load_job({"model": "llama3-8b", "hardware": {"gpu": "H100-SXM5-80GB", "n_gpus": 8},
+                                   "training": {"seq_len": 4096, "global_batch": 64, "zero": 3}}))
+    # the probe measured 700 bf16 TFLOP/s; the datasheet's 989 × MAMF 0.803 = 794 is the ceiling otherwise
+    assert measured.step_breakdown_s["compute"] > datasheet.step_breakdown_s["compute"]
+    slower_profile = to_profile(_benchmarked()).model_copy(update={"gemm_tflops": {"bf16": 350.0}})
+    profile_path.write_text(slower_profile.model_dump_json())
+    slower = estimate(load_job(job_path))
+    assert slower.step_breakdown_s["compute"] > 1.5 * measured.step_breakdown_s["compute"]
