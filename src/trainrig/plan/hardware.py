@@ -9,13 +9,14 @@ section, so a plan's job is exactly what `load_job` builds.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainrig.catalog import Catalog
 from trainrig.errors import TrainrigError
-from trainrig.specs import GPU, Offer
+from trainrig.specs import GPU, HardwareProfile, Offer
 
-__all__ = ["HardwareOption", "hardware_options", "resolve_gpu_types", "CATALOG_NODE_GPUS", "NODE_COUNTS"]
+__all__ = ["HardwareOption", "hardware_options", "resolve_gpu_types", "with_profile",
+           "CATALOG_NODE_GPUS", "NODE_COUNTS"]
 
 CATALOG_NODE_GPUS = 8
 """GPUs per node when no offer says otherwise (HGX/OAM baseboards and most GPU servers)."""
@@ -35,6 +36,8 @@ class HardwareOption:
     intra_node: str | None = None
     network: str | None = None
     network_ports: int | None = None
+    profile: HardwareProfile | None = None
+    """Measured ceilings of this GPU type (a `trainrig probe --save` profile), used instead of datasheets."""
 
     @property
     def price_usd_per_gpu_hour(self) -> float | None:
@@ -62,7 +65,23 @@ class HardwareOption:
             mapping["intra_node"] = self.intra_node
         if self.network and n_gpus > self.gpus_per_node:
             mapping["inter_node"] = {"link": self.network, "ports_per_node": self.network_ports or self.gpus_per_node}
+        if self.profile is not None:
+            mapping["profile"] = self.profile.model_dump(mode="json", exclude_none=True)
         return mapping
+
+
+def with_profile(options: list[HardwareOption],
+                 profile: HardwareProfile | None) -> tuple[list[HardwareOption], list[str]]:
+    """Attach a probe profile to the options of the GPU type it measured; say so, or why not."""
+    if profile is None:
+        return options, []
+    matching = profile.gpu_catalog_id
+    if matching is None:
+        return options, ["the profile measured no GPU: planned with datasheet figures"]
+    changed = [replace(o, profile=profile) if o.gpu.id == matching else o for o in options]
+    if not any(o.gpu.id == matching for o in options):
+        return options, [f"the profile is for {matching}, which is not among the GPU types searched; not used"]
+    return changed, [f"{matching} uses the measured ceilings of the profile ({profile.measured_at or 'undated'})"]
 
 
 def resolve_gpu_types(catalog: Catalog, names: Sequence[str] | None) -> list[GPU]:

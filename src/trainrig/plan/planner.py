@@ -19,14 +19,14 @@ from trainrig.catalog.models import resolve_model
 from trainrig.estimate.estimator import estimate
 from trainrig.estimate.memory import GIB
 from trainrig.estimate.params import DEFAULT_PARAMETERS, ModelParameters
-from trainrig.plan.hardware import HardwareOption, hardware_options, resolve_gpu_types
+from trainrig.plan.hardware import HardwareOption, hardware_options, resolve_gpu_types, with_profile
 from trainrig.plan.node import node_advice
 from trainrig.plan.request import PlanRequest, make_request
 from trainrig.plan.result import CompareResult, Comparison, FrontPoint, OfferRef, Plan, PlanResult
 from trainrig.plan.search import Candidates, SearchResult, job_mapping, search
 from trainrig.plan.select import closest, distinct_hardware, feasible_mask, pareto_front, ranked, spread
 from trainrig.plan.space import SearchSpace
-from trainrig.specs import Offer
+from trainrig.specs import HardwareProfile, Offer
 
 __all__ = ["plan", "compare", "Planner"]
 
@@ -37,13 +37,14 @@ def plan(model: Any, tokens: float | None, seq_len: int = 4096, global_batch: in
          gpu_types: Sequence[str] | None = None, offers: Sequence[Offer] | None = None, objective: str = "cost",
          top_k: int = 5, training: Mapping[str, Any] | None = None, priced_only: bool = False,
          catalog_dirs: tuple[str, ...] = (), params: ModelParameters = DEFAULT_PARAMETERS,
-         space: SearchSpace | None = None) -> PlanResult:
+         space: SearchSpace | None = None, profile: HardwareProfile | None = None) -> PlanResult:
     """The best configurations for training `model` on `tokens` tokens under the constraints.
 
     `model`: a preset name, a config.json path, a mapping of model fields or a ModelSpec.
     `global_batch`: sequences per step, or a range `(512, 2048)` / `"512-2048"`.
     `offers`: the cloud offers to price with (default: the catalog's, including `catalog_dirs`).
     `training`: other training fields held fixed (optimizer, flash_attention, lora_rank …).
+    `profile`: a `trainrig probe --save` profile; its GPU type is planned with the measured ceilings.
     """
     planner = Planner.create(**locals())
     return planner.plan_result(planner.run())
@@ -55,7 +56,7 @@ def compare(model: Any, tokens: float | None, gpu_types: Sequence[str] | None = 
             max_nodes: int | None = None, offers: Sequence[Offer] | None = None, objective: str = "cost",
             training: Mapping[str, Any] | None = None, priced_only: bool = False,
             catalog_dirs: tuple[str, ...] = (), params: ModelParameters = DEFAULT_PARAMETERS,
-            space: SearchSpace | None = None) -> CompareResult:
+            space: SearchSpace | None = None, profile: HardwareProfile | None = None) -> CompareResult:
     """The best configuration on each GPU type, side by side (same arguments as `plan`)."""
     planner = Planner.create(**locals(), top_k=1)
     return planner.compare_result(planner.run())
@@ -79,7 +80,7 @@ class Planner:
                gpu_types: Sequence[str] | None = None, offers: Sequence[Offer] | None = None, objective: str = "cost",
                top_k: int = 5, training: Mapping[str, Any] | None = None, priced_only: bool = False,
                catalog_dirs: tuple[str, ...] = (), params: ModelParameters = DEFAULT_PARAMETERS,
-               space: SearchSpace | None = None) -> Planner:
+               space: SearchSpace | None = None, profile: HardwareProfile | None = None) -> Planner:
         """Resolve the model and GPUs, check the request and list the node kinds (arguments as `plan`)."""
         catalog = load_catalog(tuple(catalog_dirs))
         spec, model_note = resolve_model(model, tuple(catalog_dirs))
@@ -88,6 +89,8 @@ class Planner:
         gpus = resolve_gpu_types(catalog, gpu_types)
         chosen_offers = list(catalog.offers) if offers is None else list(offers)
         options, notes = hardware_options(catalog, gpus, chosen_offers, precision, priced_only)
+        options, profile_notes = with_profile(options, profile)
+        notes += profile_notes
         ignored = sorted(set(training or {}) & {"tp", "pp", "cp", "ep", "dp", "vpp", "micro_batch", "zero",
                                                 "recompute", "sequence_parallel", "grad_accum"})
         if ignored:
