@@ -136,3 +136,20 @@ def test_other_bad_inputs_exit_2(args):
     if args[0] == "estimate":
         args = [*ESTIMATE_FLAGS, "--what-if", "nonsense"]
     bad(*args)
+
+
+def test_validate_accepts_a_profile_for_the_users_own_runs(tmp_path):
+    case = tmp_path / "mine.yaml"
+    case.write_text(textwrap.dedent("""
+        id: my_run
+        source: our cluster, 2026-11-01
+        model: llama3-8b
+        hardware: {gpu: H100-SXM5-80GB, n_gpus: 8}
+        training: {seq_len: 4096, global_batch: 64, zero: 3}
+        measured: {tokens_per_s_per_gpu: 6000}
+    """))
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({"gpu_catalog_id": "H100-SXM5-80GB", "gemm_tflops": {"bf16": 300.0}}))
+    plain = json.loads(run("validate", str(case), "--json").stdout)["cases"][0]
+    measured = json.loads(run("validate", str(case), "--json", "--profile", str(profile)).stdout)["cases"][0]
+    assert measured["predicted"]["tokens_per_s_per_gpu"] < plain["predicted"]["tokens_per_s_per_gpu"]

@@ -28,8 +28,12 @@ class MeasuredCase:
     note: str | None = None
 
 
-def load_cases(paths: list[str | Path] | None = None, extra_dirs: tuple[str, ...] = ()) -> list[MeasuredCase]:
-    """Cases from files or directories of YAML/JSON; the bundled set when `paths` is empty."""
+def load_cases(paths: list[str | Path] | None = None, extra_dirs: tuple[str, ...] = (),
+               profile: str | Path | None = None) -> list[MeasuredCase]:
+    """Cases from files or directories of YAML/JSON; the bundled set when `paths` is empty.
+
+    `profile`: a `trainrig probe --save` file applied to every case (for runs measured on the
+    machine the profile describes)."""
     files = _expand(paths or [BUNDLED_CASES_DIR])
     cases: list[MeasuredCase] = []
     for path in files:
@@ -38,6 +42,8 @@ def load_cases(paths: list[str | Path] | None = None, extra_dirs: tuple[str, ...
         if not isinstance(entries, list):
             raise TrainrigError("cases", f"{path}: `cases` must be a list of measured runs.")
         for index, entry in enumerate(entries):
+            if profile is not None and isinstance(entry, dict) and isinstance(entry.get("hardware"), dict):
+                entry = {**entry, "hardware": {**entry["hardware"], "profile": str(profile)}}
             cases.append(_case(entry, path, index, extra_dirs))
     return cases
 

@@ -16,11 +16,12 @@ def validate(
     cases: list[Path] = typer.Argument(None, help="Measured-run files or directories; default: the bundled set."),
     summary: bool = typer.Option(False, "--summary", help="Only the per-source table, not every case."),
     worst: int = typer.Option(5, help="How many worst cases to list in --json."),
+    profile: Path | None = typer.Option(None, help="A `trainrig probe --save` profile applied to every case."),
     json_output: bool = JsonOption,
     catalog: list[str] = CatalogOption,
 ) -> None:
     """Run the estimator on measured runs; print measured vs predicted and the % errors."""
-    loaded = load_cases(list(cases or []), tuple(catalog))
+    loaded = load_cases(list(cases or []), tuple(catalog), profile)
     report = score_cases(loaded, n_worst=worst)
     if json_output:
         print_json(report.to_dict())
