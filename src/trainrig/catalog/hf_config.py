@@ -47,7 +47,7 @@ from pydantic import ValidationError
 from trainrig.errors import TrainrigError
 from trainrig.specs.model import ModelSpec
 
-__all__ = ["model_from_hf_config", "SUPPORTED_MODEL_TYPES"]
+__all__ = ["model_from_hf_config", "model_from_hf_mapping", "SUPPORTED_MODEL_TYPES"]
 
 _NOT_DECODERS = {
     **dict.fromkeys(
@@ -113,22 +113,47 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
     """The ModelSpec a local Hugging Face config.json describes (a directory: its config.json)."""
     file = _config_file(Path(path))
     data = _read_json(file)
-    config = _Config(data, file)
+    return _spec(data, file, _name(data, file))
+
+
+def model_from_hf_mapping(
+    data: Any, label: str = "the config.json", default_name: str = "custom"
+) -> ModelSpec:
+    """The ModelSpec a config.json's already parsed content describes (an upload, a paste).
+
+    Data only: nothing is read from disk or fetched; `label` names the source in error messages,
+    and the spec is named by `_name_or_path`, else `default_name`."""
+    if not isinstance(data, Mapping):
+        raise TrainrigError(
+            "model", f"{label} holds a JSON {_json_kind(data)}, not the object of a config.json."
+        )
+    data = dict(data)
+    name = data.get("_name_or_path")
+    return _spec(data, label, name.strip() if isinstance(name, str) and name.strip() else default_name)
+
+
+def _spec(data: dict[str, Any], source: str | Path, name: str) -> ModelSpec:
+    config = _Config(data, source)
     model_type = config.model_type()
     fields = _FAMILIES[model_type](config)
-    fields["name"] = _name(data, file)
+    fields["name"] = name
     try:
         return ModelSpec.model_validate(fields)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
         raise TrainrigError(
-            "model", f"{file} gives an invalid {where or 'shape'}: {first.get('msg', 'invalid')}."
+            "model", f"{source} gives an invalid {where or 'shape'}: {first.get('msg', 'invalid')}."
         ) from None
     except TrainrigError as error:
         raise TrainrigError(
-            "model", f"{file} describes an impossible shape: {error.message}"
+            "model", f"{source} describes an impossible shape: {error.message}"
         ) from None
+
+
+def _json_kind(data: object) -> str:
+    kinds = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if data is None else kinds.get(type(data), type(data).__name__)
 
 
 # ---- reading -------------------------------------------------------------------------------------
@@ -183,7 +208,7 @@ def _name(data: Mapping[str, Any], file: Path) -> str:
 class _Config:
     """Typed access to one config.json, with errors that name the file and the key."""
 
-    def __init__(self, data: dict[str, Any], file: Path) -> None:
+    def __init__(self, data: dict[str, Any], file: str | Path) -> None:
         self.data = data
         self.file = file
 

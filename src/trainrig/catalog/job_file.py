@@ -138,7 +138,9 @@ def _gpu(raw: Any, catalog: Catalog, notes: list[str]) -> GPU:
     overrides = {k: v for k, v in raw.items() if k != "base"}
     data = base.model_dump()
     data.update(overrides)
-    if "tdp_w" in overrides and "peak_tflops" not in overrides and overrides["tdp_w"] < base.tdp_w:
+    tdp_w = overrides.get("tdp_w")
+    is_watts = isinstance(tdp_w, int | float) and not isinstance(tdp_w, bool)  # else GPU validation names it
+    if is_watts and "peak_tflops" not in overrides and 0 < tdp_w < base.tdp_w:
         scale = (overrides["tdp_w"] / base.tdp_w) ** (1 / 3)
         data["peak_tflops"] = {k: (v * scale if v else v) for k, v in base.peak_tflops.model_dump().items()}
         notes.append(f"{base.id} at {overrides['tdp_w']:g} W of {base.tdp_w:g} W: peak rates scaled by {scale:.3f}"

@@ -18,7 +18,7 @@ app = typer.Typer(
 )
 
 # Each module defines `register(app)`; listed here in the order `trainrig --help` shows them.
-VERBS = ("estimate", "plan", "compare", "validate", "models", "gpus", "probe")
+VERBS = ("estimate", "plan", "compare", "validate", "models", "gpus", "probe", "serve")
 
 for verb in VERBS:
     importlib.import_module(f"trainrig.cli.commands.{verb}").register(app)

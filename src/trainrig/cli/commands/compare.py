@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import typer
 
+from trainrig.answers import timed
 from trainrig.cli.commands.plan import (
     BatchOption,
     BudgetOption,
@@ -50,10 +50,8 @@ def compare(
     """Which hardware suits this job: time, cost, memory headroom and what binds, per GPU type."""
     arguments = plan_arguments(job_file, model, tokens, seq_len, global_batch, precision, method, gpus, offers,
                                tuple(catalog))
-    started = time.perf_counter()
-    result = run_compare(**arguments, deadline_days=deadline_days, budget_usd=budget_usd, max_gpus=max_gpus,
-                         max_nodes=max_nodes, objective=objective, priced_only=priced_only)
-    result = result.model_copy(update={"search_time_s": time.perf_counter() - started})
+    result = timed(run_compare, **arguments, deadline_days=deadline_days, budget_usd=budget_usd, max_gpus=max_gpus,
+                   max_nodes=max_nodes, objective=objective, priced_only=priced_only)
     if json_output:
         print_json(result.to_dict())
     else:

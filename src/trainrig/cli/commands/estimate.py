@@ -7,10 +7,10 @@ from typing import Any
 
 import typer
 
-from trainrig.catalog.job_file import apply_change, load_job, read_job_file
+from trainrig.answers import estimate_json, estimate_with_variants
+from trainrig.catalog.job_file import apply_change, read_job_file
 from trainrig.cli.common import CatalogOption, JsonOption, console, print_json
 from trainrig.errors import TrainrigError
-from trainrig.estimate import estimate as run_estimate
 from trainrig.report.estimate_report import estimate_view, what_if_table
 
 # flag → (section, job-file field)
@@ -58,15 +58,9 @@ def estimate(
     """Will it fit, how fast, what binds — for one configuration."""
     flags = {k: v for k, v in locals().items() if k in FLAG_FIELDS and v is not None}
     mapping = _job_mapping(job_file, flags, set_)
-    extra = tuple(catalog)
-    base = run_estimate(load_job(mapping, extra), price_usd_per_gpu_hour=price)
-    variants = [(change, run_estimate(load_job(apply_change(mapping, change), extra), price_usd_per_gpu_hour=price))
-                for change in what_if]
+    base, variants = estimate_with_variants(mapping, what_if, price, tuple(catalog))
     if json_output:
-        data = base.to_dict()
-        if variants:
-            data["what_if"] = [{"change": change, "estimate": v.to_dict()} for change, v in variants]
-        print_json(data)
+        print_json(estimate_json(base, variants))
         return
     console.print(estimate_view(base))
     if variants:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from trainrig.answers import gpus_answer
 from trainrig.catalog import load_catalog
 from trainrig.cli.common import CatalogOption, JsonOption, console, print_json
 from trainrig.report.catalog_tables import gpu_table
@@ -14,11 +15,10 @@ def gpus(
     catalog: list[str] = CatalogOption,
 ) -> None:
     """List the GPUs the catalog knows, with dense peak rates, memory and links."""
-    entries = list(load_catalog(tuple(catalog)).gpus)
     if json_output:
-        print_json([gpu.model_dump(mode="json") for gpu in entries])
+        print_json(gpus_answer(tuple(catalog)))
     else:
-        console.print(gpu_table(entries))
+        console.print(gpu_table(list(load_catalog(tuple(catalog)).gpus)))
 
 
 def register(app: typer.Typer) -> None:

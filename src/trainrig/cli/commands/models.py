@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from trainrig.answers import models_answer
 from trainrig.catalog import load_catalog
 from trainrig.cli.common import CatalogOption, JsonOption, console, print_json
 from trainrig.report.catalog_tables import model_table
@@ -14,18 +15,10 @@ def models(
     catalog: list[str] = CatalogOption,
 ) -> None:
     """List the model presets with their parameter counts and shapes."""
-    presets = list(load_catalog(tuple(catalog)).models)
     if json_output:
-        print_json([_preset_json(p) for p in presets])
+        print_json(models_answer(tuple(catalog)))
     else:
-        console.print(model_table(presets))
-
-
-def _preset_json(preset) -> dict:
-    data = preset.model_dump(mode="json")
-    data["n_params"] = preset.spec.n_params
-    data["n_active_params"] = preset.spec.n_active_params
-    return data
+        console.print(model_table(list(load_catalog(tuple(catalog)).models)))
 
 
 def register(app: typer.Typer) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import typer
 import yaml
 
+from trainrig.answers import timed
 from trainrig.catalog.job_file import read_job_file
 from trainrig.catalog.registry import build_section
 from trainrig.cli.common import CatalogOption, JsonOption, console, err_console, print_json
@@ -58,10 +58,8 @@ def plan(
     arguments = plan_arguments(job_file, model, tokens, seq_len, global_batch, precision, method, gpus, offers,
                                tuple(catalog))
     check_plot_path(plot)
-    started = time.perf_counter()
-    result = run_plan(**arguments, deadline_days=deadline_days, budget_usd=budget_usd, max_gpus=max_gpus,
-                      max_nodes=max_nodes, objective=objective, top_k=top, priced_only=priced_only)
-    result = result.model_copy(update={"search_time_s": time.perf_counter() - started})
+    result = timed(run_plan, **arguments, deadline_days=deadline_days, budget_usd=budget_usd, max_gpus=max_gpus,
+                   max_nodes=max_nodes, objective=objective, top_k=top, priced_only=priced_only)
     if json_output:
         print_json(result.to_dict())
     else:

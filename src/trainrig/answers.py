@@ -1,0 +1,63 @@
+"""The answers `--json` prints and the web API returns, built in one place so the two never differ.
+
+Each function takes what a verb was asked (already parsed: mappings, names, numbers) and returns plain
+JSON data. The CLI prints it, `trainrig serve` sends it. Timing (`search_time_s`) is measured here,
+at the edge, because the planner itself never reads the clock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from trainrig.catalog import load_catalog
+from trainrig.catalog.job_file import apply_change, load_job
+from trainrig.estimate import Estimate
+from trainrig.estimate import estimate as run_estimate
+
+__all__ = ["gpus_answer", "models_answer", "preset_json", "estimate_with_variants", "estimate_json", "timed"]
+
+
+def gpus_answer(extra_dirs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """`trainrig gpus --json`: every catalog GPU with its figures."""
+    return [gpu.model_dump(mode="json") for gpu in load_catalog(tuple(extra_dirs)).gpus]
+
+
+def models_answer(extra_dirs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """`trainrig models --json`: every model preset with its parameter counts."""
+    return [preset_json(preset) for preset in load_catalog(tuple(extra_dirs)).models]
+
+
+def preset_json(preset) -> dict[str, Any]:
+    data = preset.model_dump(mode="json")
+    data["n_params"] = preset.spec.n_params
+    data["n_active_params"] = preset.spec.n_active_params
+    return data
+
+
+def estimate_with_variants(mapping: Mapping[str, Any], what_if: Sequence[str] = (),
+                           price_usd_per_gpu_hour: float | None = None,
+                           extra_dirs: tuple[str, ...] = ()) -> tuple[Estimate, list[tuple[str, Estimate]]]:
+    """The estimate of a job mapping, and one per `key=value` change applied to it."""
+    extra = tuple(extra_dirs)
+    base = run_estimate(load_job(mapping, extra), price_usd_per_gpu_hour=price_usd_per_gpu_hour)
+    variants = [(change, run_estimate(load_job(apply_change(mapping, change), extra),
+                                      price_usd_per_gpu_hour=price_usd_per_gpu_hour))
+                for change in what_if]
+    return base, variants
+
+
+def estimate_json(base: Estimate, variants: Sequence[tuple[str, Estimate]]) -> dict[str, Any]:
+    """`trainrig estimate --json`: the estimate, plus `what_if` when variants were asked for."""
+    data = base.to_dict()
+    if variants:
+        data["what_if"] = [{"change": change, "estimate": variant.to_dict()} for change, variant in variants]
+    return data
+
+
+def timed(search: Callable[..., Any], **arguments: Any) -> Any:
+    """`plan(...)` or `compare(...)` with `search_time_s` filled in from the wall clock."""
+    started_s = time.perf_counter()
+    result = search(**arguments)
+    return result.model_copy(update={"search_time_s": time.perf_counter() - started_s})

@@ -1,0 +1,231 @@
+// What the page shows of an estimate and of a plan. Nothing here computes a result: every number is a
+// field of the API's JSON (the CLI's --json), formatted.
+
+import * as f from "./format.js";
+import { legend, stackedBar, timeCostChart } from "./charts.js";
+
+const $ = (id) => document.getElementById(id);
+
+const MEMORY_PARTS = [["weights", "weights"], ["gradients", "gradients"], ["optimizer", "optimizer"],
+  ["activations", "activations"], ["other", "other"]];
+const STEP_LABELS = {
+  compute: "compute", launch_overhead: "kernel launches", tp_comm: "tensor-parallel comm",
+  cp_comm: "context-parallel comm", ep_comm: "expert-parallel comm", pp_comm: "pipeline comm",
+  pp_bubble: "pipeline bubble", dp_comm: "data-parallel comm", data_loading: "data loading",
+  host_transfer: "host transfer", checkpoint: "checkpoints", other: "other",
+};
+const RESOURCE_LABELS = {
+  compute: "GPU compute", hbm_bandwidth: "GPU memory bandwidth", intra_node: "link inside a node",
+  inter_node: "network between nodes", pcie: "PCIe host link", cpu: "CPU", storage: "storage",
+};
+const NODE_PARTS = [["cpu", "CPU cores"], ["ram", "RAM"], ["storage", "Storage"], ["network", "Network"]];
+
+function element(tag, { className, text, testid, value } = {}) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  if (testid) node.dataset.testid = testid;
+  if (value !== undefined && value !== null) node.dataset.value = String(value);
+  return node;
+}
+
+function row(cells) {
+  const tr = document.createElement("tr");
+  for (const cell of cells) {
+    const td = document.createElement("td");
+    if (cell instanceof Node) td.appendChild(cell);
+    else td.textContent = cell;
+    tr.appendChild(td);
+  }
+  return tr;
+}
+
+// ---- one estimate --------------------------------------------------------------------------------------
+
+export function showEstimate(est, { title, node = null, nodeMessage = null, cli }) {
+  $("estimate-title").textContent = title;
+  const verdict = $("fit-verdict");
+  verdict.className = `verdict ${est.fits ? "good" : "bad"}`;
+  verdict.textContent = est.fits
+    ? `Fits: ${f.gib(est.memory_per_gpu_gib)} of ${f.gib(est.memory_capacity_gib)} per GPU.`
+    : `Does not fit: ${est.fit_message}`;
+  showCards(est);
+  showMemory(est);
+  showStep(est);
+  $("bottleneck").textContent = est.bottleneck_message;
+  showSpeedups(est.speedup_if_2x);
+  showWhatIfs(est);
+  showNode(node, nodeMessage);
+  showNotes(est);
+  $("cli-command").textContent = cli;
+  $("estimate-view").hidden = false;
+}
+
+function showCards(est) {
+  const cards = [
+    ["memory", "Memory per GPU", f.gib(est.memory_per_gpu_gib), est.memory_per_gpu_gib,
+      `of ${f.gib(est.memory_capacity_gib)}`],
+    ["step-time", "Step time", f.seconds(est.step_time_s), est.step_time_s,
+      `${est.config.grad_accum} micro-batch${est.config.grad_accum === 1 ? "" : "es"} per GPU`],
+    ["throughput", "Throughput", `${f.count(est.tokens_per_s)} tok/s`, est.tokens_per_s,
+      `${f.count(est.tokens_per_s_per_gpu)} per GPU`],
+    ["mfu", "MFU", f.percent(est.mfu), est.mfu, `${est.model_tflops_per_gpu.toFixed(0)} TFLOP/s per GPU`],
+    ["total-time", "Total time", f.duration(est.total_time_s), est.total_time_s,
+      est.total_time_s === null ? "give tokens" : "to train the tokens"],
+    ["gpu-hours", "GPU-hours", est.gpu_hours === null ? "—" : f.whole(est.gpu_hours), est.gpu_hours,
+      `${est.config.n_gpus} × ${est.config.gpu}`],
+    ["cost", "Cost", f.usd(est.cost_usd), est.cost_usd,
+      est.price_usd_per_gpu_hour ? `at ${f.usd(est.price_usd_per_gpu_hour)}/GPU-h` : "give a price"],
+  ];
+  $("cards").replaceChildren(...cards.map(([id, label, shown, raw, sub]) => {
+    const card = element("div", { className: "card" });
+    card.append(element("span", { className: "card-label", text: label }),
+      element("span", { className: "card-value", text: shown, testid: id, value: raw }),
+      element("span", { className: "card-sub", text: sub }));
+    return card;
+  }));
+}
+
+function showMemory(est) {
+  const parts = MEMORY_PARTS.map(([key, label], index) => ({
+    label, value: est.memory_breakdown_gib[key] || 0, colour: index,
+  }));
+  stackedBar($("memory-bar"), parts, { limit: est.memory_capacity_gib, format: f.gib, label: "memory per GPU" });
+  legend($("memory-legend"), parts, f.gib);
+}
+
+function showStep(est) {
+  const parts = Object.entries(est.step_breakdown_s).map(([key, value], index) => ({
+    label: STEP_LABELS[key] || key, value, colour: index % 12,
+  }));
+  stackedBar($("step-bar"), parts, { format: f.seconds, label: "step time breakdown" });
+  legend($("step-legend"), parts, f.seconds);
+}
+
+function showSpeedups(speedups) {
+  const entries = Object.entries(speedups).sort((a, b) => b[1] - a[1]);
+  const best = Math.max(2, ...entries.map(([, factor]) => factor));
+  $("speedups").replaceChildren(...entries.map(([key, factor]) => {
+    const line = element("div", { className: "speedup" });
+    const bar = element("span", { className: "speedup-bar" });
+    const fill = element("span", { className: "speedup-fill" });
+    fill.style.width = `${Math.max(1, ((factor - 1) / (best - 1)) * 100)}%`;
+    bar.appendChild(fill);
+    line.append(element("span", { className: "speedup-label", text: RESOURCE_LABELS[key] || key }), bar,
+      element("span", { className: "speedup-value", text: f.times(factor) }));
+    return line;
+  }));
+}
+
+function showWhatIfs(est) {
+  const variants = est.what_if || [];
+  $("what-if-section").hidden = variants.length === 0;
+  const rows = [["base", est], ...variants.map((v) => [v.change, v.estimate])].map(([change, e]) => row([
+    change, e.fits ? "yes" : "no", f.gib(e.memory_per_gpu_gib), f.seconds(e.step_time_s),
+    change === "base" ? "" : f.times(e.step_time_s / est.step_time_s), f.duration(e.total_time_s),
+    f.usd(e.cost_usd), RESOURCE_LABELS[e.bottleneck] || e.bottleneck,
+  ]));
+  $("what-if-table").tBodies[0].replaceChildren(...rows);
+}
+
+function showNode(node, message) {
+  $("node-section").hidden = !node && !message;
+  $("node-message").textContent = node ? "" : `No node sizing: ${message}`;
+  $("node").replaceChildren();
+  if (!node) return;
+  const values = {
+    cpu: `${node.cpu_cores} cores`, ram: `${node.ram_gb} GB`, storage: `${node.storage}, ${node.storage_tb} TB`,
+    network: node.network ? `${node.network} (${f.whole(node.network_gbps_per_node)} Gb/s)` : "one node: none needed",
+  };
+  $("node").replaceChildren(...NODE_PARTS.flatMap(([key, label]) => {
+    const term = element("dt", { text: label });
+    const detail = element("dd");
+    detail.append(element("strong", { text: values[key], testid: `node-${key}` }),
+      element("span", { className: "reason", text: node.reasons[key] || "" }));
+    return [term, detail];
+  }));
+}
+
+function showNotes(est) {
+  $("notes-section").hidden = est.warnings.length + est.notes.length === 0;
+  $("warnings").replaceChildren(...est.warnings.map((text) => element("li", { text })));
+  $("notes").replaceChildren(...est.notes.map((text) => element("li", { text })));
+}
+
+// ---- a plan ---------------------------------------------------------------------------------------------
+
+export function gpuColours(names) {
+  const colours = new Map();
+  for (const name of names) if (!colours.has(name)) colours.set(name, colours.size % 12);
+  return colours;
+}
+
+export function showPlanSummary(result) {
+  const message = $("plan-message");
+  message.className = `verdict ${result.feasible ? "good" : "bad"}`;
+  message.textContent = result.feasible
+    ? `${f.whole(result.n_configurations_feasible)} configurations meet the constraints; the best by `
+      + `${result.objective} are below.`
+    : result.message;
+  const searched = result.search_time_s === null ? "" : ` in ${result.search_time_s.toFixed(1)} s`;
+  $("plan-stats").textContent = `Searched ${f.whole(result.n_configurations_evaluated)} configurations`
+    + `${searched}; ${f.whole(result.n_configurations_fitting)} fit in memory.`;
+  $("plan-view").hidden = false;
+}
+
+export function showPlanChart(result, colours, { onPoint, onLeave, onPlan }) {
+  const plans = result.plans.filter((p) => p.estimate.total_time_s && p.estimate.cost_usd).map((p) => ({
+    rank: p.rank, total_time_s: p.estimate.total_time_s, cost_usd: p.estimate.cost_usd,
+    point: { gpu: p.gpu, n_gpus: p.n_gpus, offer: p.offer ? p.offer.id : null, total_time_s: p.estimate.total_time_s,
+      cost_usd: p.estimate.cost_usd, on_front: null, meets_constraints: p.meets_constraints, rank: p.rank },
+  }));
+  const container = $("plan-chart");
+  if (!result.points.length && !plans.length) {
+    container.replaceChildren(element("p", { className: "hint", text: "No configuration with a known price to draw." }));
+    $("plan-legend").replaceChildren();
+    return;
+  }
+  const constraints = result.constraints || {};
+  timeCostChart(container, {
+    points: result.points, plans, colourOf: (gpu) => colours.get(gpu) ?? 0, onPoint, onLeave, onPlan,
+    deadlineS: constraints.deadline_days ? constraints.deadline_days * 86400 : null,
+    budgetUsd: constraints.budget_usd || null,
+  });
+  $("plan-legend").replaceChildren(...[...colours].map(([gpu, colour]) => {
+    const item = element("span", { className: "legend-item" });
+    item.append(element("span", { className: `swatch round bg-c${colour}` }), gpu);
+    return item;
+  }));
+}
+
+export function pointDetails(point) {
+  const lines = [`${point.n_gpus} × ${point.gpu}`];
+  if (point.rank) lines.unshift(`Plan ${point.rank}`);
+  if (point.offer) lines.push(`offer: ${point.offer}`);
+  lines.push(`time: ${f.duration(point.total_time_s)}`, `cost: ${f.usd(point.cost_usd)}`);
+  if (point.on_front) lines.push("on the time–cost front");
+  lines.push(point.meets_constraints ? "meets the constraints" : "misses a constraint");
+  return lines;
+}
+
+export function showPlanTable(result, selectedRank, onSelect) {
+  const rows = result.plans.map((plan) => {
+    const choose = element("button", { className: "link", text: String(plan.rank), testid: `plan-row-${plan.rank}` });
+    choose.type = "button";
+    choose.setAttribute("aria-label", `Show plan ${plan.rank}`);
+    choose.addEventListener("click", () => onSelect(plan.rank));
+    const layout = plan.layout;
+    const tr = row([
+      choose, f.duration(plan.estimate.total_time_s), f.usd(plan.estimate.cost_usd),
+      `${plan.n_gpus} × ${plan.gpu} (${plan.n_nodes} node${plan.n_nodes > 1 ? "s" : ""})`,
+      plan.offer ? `${plan.offer.provider} ${plan.offer.instance}, ${f.usd(plan.offer.usd_per_gpu_hour)}/GPU-h` : "—",
+      `tp ${layout.tp} · pp ${layout.pp} · dp ${layout.dp} · ZeRO ${layout.zero} · mb ${layout.micro_batch}`
+        + (layout.recompute !== "none" ? ` · ${layout.recompute} recompute` : ""),
+      f.percent(plan.estimate.mfu), plan.meets_constraints ? "yes" : plan.misses.join("; "),
+    ]);
+    tr.classList.toggle("selected", plan.rank === selectedRank);
+    tr.addEventListener("click", (event) => { if (event.target.tagName !== "BUTTON") onSelect(plan.rank); });
+    return tr;
+  });
+  $("plan-table").tBodies[0].replaceChildren(...rows);
+}

@@ -1,0 +1,283 @@
+"""End to end: `trainrig serve` in its own process, driven by a real headless Chromium through Playwright.
+
+Playwright's own browser download does not work on machines without internet, so this drives the system's
+Chromium (`apt-get install chromium`; or set TRAINRIG_CHROMIUM). Screenshots land in artifacts/web/ (or
+$TRAINRIG_TEST_ARTIFACTS).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+REPO = Path(__file__).parents[2]
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+LAPTOP = {"width": 1366, "height": 900}
+PHONE = {"width": 390, "height": 844}
+PRICE_USD = 2.5
+PLAN_GPUS = ["H100-SXM5-80GB", "A100-SXM4-80GB"]
+
+
+def _chromium() -> str | None:
+    candidates = [os.environ.get("TRAINRIG_CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser"),
+                  "/usr/bin/chromium"]
+    return next((c for c in candidates if c and Path(c).is_file()), None)
+
+
+pytestmark = pytest.mark.skipif(_chromium() is None, reason="no Chromium: apt-get install chromium")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _get(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def _post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=body, method="POST",
+                                     headers={"content-type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def _declare_huge_body(url: str) -> tuple[int, dict]:
+    """Announce a 2 MB body and read the answer before sending it: the cap acts on the declared size."""
+    connection = http.client.HTTPConnection(url.removeprefix("http://"), timeout=30)
+    try:
+        connection.putrequest("POST", "/api/estimate")
+        connection.putheader("content-type", "application/json")
+        connection.putheader("content-length", str(2_000_000))
+        connection.endheaders()
+        answer = connection.getresponse()
+        return answer.status, json.loads(answer.read())
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    """`python -m trainrig serve` on a free port; its URL once it answers."""
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "trainrig", "serve", "--port", str(port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline_s = time.monotonic() + 60
+    while time.monotonic() < deadline_s:
+        try:
+            if _get(f"{url}/api/gpus", 2)[0] == 200:
+                break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        process.kill()
+        pytest.fail(f"trainrig serve did not answer: {process.communicate()[0]}")
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    folder = Path(os.environ.get("TRAINRIG_TEST_ARTIFACTS", REPO / "artifacts" / "web"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def cli(*args: str) -> dict:
+    """The real command line's --json, as a user would run it."""
+    result = subprocess.run([sys.executable, "-m", "trainrig", *args, "--json"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def open_page(browser, url: str, viewport: dict):
+    page = browser.new_page(viewport=viewport, accept_downloads=True)
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    page.goto(url)
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    return page, problems
+
+
+def fits_the_screen(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+
+
+ESTIMATE_FLAGS = ["--model", "llama3-8b", "--gpu", "H100-SXM5-80GB", "--gpus", "8", "--tokens", "1e11",
+                  "--seq-len", "4096", "--global-batch", "256", "--micro-batch", "1", "--precision", "bf16",
+                  "--method", "full", "--zero", "3", "--price", str(PRICE_USD), "--what-if", "recompute=full"]
+
+
+def fill_fixed_job(page) -> None:
+    page.select_option("#model-preset", "llama3-8b")
+    page.fill("#tokens", "1e11")
+    page.select_option("#gpu", "H100-SXM5-80GB")
+    page.fill("#n-gpus", "8")
+    page.click("summary:has-text('Parallelism')")
+    page.select_option("#zero", "3")
+    page.fill("#price", str(PRICE_USD))
+    page.fill("#what-if", "recompute=full")
+
+
+def test_the_page_estimates_what_the_cli_does_and_its_link_and_job_file_reproduce_it(server, browser, artifacts):
+    page, problems = open_page(browser, server, LAPTOP)
+    fill_fixed_job(page)
+    page.click("#run")
+    page.wait_for_selector("[data-testid=mfu]")
+    expected = cli("estimate", *ESTIMATE_FLAGS)
+
+    mfu = page.locator("[data-testid=mfu]")
+    assert float(mfu.get_attribute("data-value")) == expected["mfu"]
+    assert mfu.inner_text() == f"{expected['mfu'] * 100:.1f}%"
+    assert page.inner_text("[data-testid=gpu-hours]") == f"{int(expected['gpu_hours'] + 0.5):,}"
+    assert page.inner_text("[data-testid=cost]") == f"${int(expected['cost_usd'] + 0.5):,}"
+    memory_parts = [v for v in expected["memory_breakdown_gib"].values() if v > 0]
+    assert page.locator("[data-testid=memory-bar] svg rect").count() == len(memory_parts)
+    assert page.locator("[data-testid=step-bar] svg rect").count() >= 1
+    assert page.locator("[data-testid=what-if-table] tbody tr").count() == 2  # the base and recompute=full
+    assert "cores" in page.inner_text("[data-testid=node-cpu]")
+    page.screenshot(path=artifacts / "laptop-estimate.png", full_page=True)
+
+    with page.expect_download() as download:
+        page.click("#download")
+    job_file = artifacts / "trainrig-job.json"
+    download.value.save_as(job_file)
+    from_file = cli("estimate", str(job_file), "--price", str(PRICE_USD), "--what-if", "recompute=full")
+    assert from_file == expected
+
+    phone, phone_problems = open_page(browser, page.url, PHONE)  # the link alone reproduces the view
+    phone.wait_for_selector("[data-testid=mfu]")
+    assert float(phone.locator("[data-testid=mfu]").get_attribute("data-value")) == expected["mfu"]
+    assert fits_the_screen(phone)
+    phone.screenshot(path=artifacts / "phone-estimate.png", full_page=True)
+    assert problems == [] and phone_problems == []
+
+
+def test_the_page_plans_like_the_cli_and_draws_the_time_cost_chart(server, browser, artifacts):
+    page, problems = open_page(browser, server, LAPTOP)
+    page.select_option("#model-preset", "llama3-8b")
+    page.fill("#tokens", "1e11")
+    page.check("input[name=mode][value=plan]")
+    page.click("#gpu-types-box summary")
+    for gpu in PLAN_GPUS:
+        page.check(f"#gpu-types input[value='{gpu}']")
+    page.fill("#max-gpus", "64")
+    page.fill("#deadline", "30")
+    page.click("#run")
+    page.wait_for_selector("[data-testid=plan-point]")
+    expected = cli("plan", "--model", "llama3-8b", "--tokens", "1e11", "--seq-len", "4096", "--global-batch", "256",
+                   "--precision", "bf16", "--method", "full", "--gpus", ",".join(PLAN_GPUS), "--max-gpus", "64",
+                   "--deadline-days", "30")
+
+    drawn = [p for p in expected["points"] if p["total_time_s"] > 0 and p["cost_usd"] > 0]
+    assert page.locator("[data-testid=plan-point]").count() == len(drawn)
+    assert page.locator("[data-testid=plan-table] tbody tr").count() == len(expected["plans"])
+    best = expected["plans"][0]["estimate"]
+    assert float(page.locator("[data-testid=mfu]").get_attribute("data-value")) == best["mfu"]
+    assert page.inner_text("[data-testid=node-ram]") == f"{expected['plans'][0]['node']['ram_gb']} GB"
+
+    tooltip = page.locator("#tooltip")
+    page.hover(".plan-mark[data-rank='1']")
+    tooltip.wait_for(state="visible")
+    assert "Plan 1" in tooltip.inner_text() and f"{expected['plans'][0]['n_gpus']} × " in tooltip.inner_text()
+    page.mouse.move(0, 0)
+    tooltip.wait_for(state="hidden")
+    uncovered = page.evaluate("""[...document.querySelectorAll('[data-testid=plan-point]')].findIndex((dot) => {
+        const box = dot.getBoundingClientRect();
+        return document.elementFromPoint(box.x + box.width / 2, box.y + box.height / 2) === dot; })""")
+    assert uncovered >= 0
+    page.locator("[data-testid=plan-point]").nth(uncovered).hover()
+    tooltip.wait_for(state="visible")
+    assert " × " in tooltip.inner_text() and "time:" in tooltip.inner_text()
+    page.screenshot(path=artifacts / "laptop-plan.png", full_page=True)
+
+    second = expected["plans"][1]
+    page.click("[data-testid=plan-row-2]")
+    assert float(page.locator("[data-testid=mfu]").get_attribute("data-value")) == second["estimate"]["mfu"]
+    assert "sel=2" in page.url
+
+    phone, phone_problems = open_page(browser, page.url, PHONE)
+    phone.wait_for_selector("[data-testid=plan-point]")
+    assert float(phone.locator("[data-testid=mfu]").get_attribute("data-value")) == second["estimate"]["mfu"]
+    assert fits_the_screen(phone)
+    phone.screenshot(path=artifacts / "phone-plan.png", full_page=True)
+    assert problems == [] and phone_problems == []
+
+
+def test_the_page_names_the_field_of_a_bad_input(server, browser):
+    page, _ = open_page(browser, server, LAPTOP)
+    page.fill("#n-gpus", "6")
+    page.click("summary:has-text('Parallelism')")
+    page.fill("#tp", "4")
+    page.click("#run")
+    error = page.locator("[data-testid=error]")
+    error.wait_for(state="visible")
+    assert "training.tp" in error.inner_text()
+    assert page.get_attribute("#tp", "aria-invalid") is not None
+
+
+def test_an_uploaded_config_json_is_estimated(server, browser):
+    page, problems = open_page(browser, server, LAPTOP)
+    page.click("#custom-model summary")
+    page.set_input_files("#config-file", str(REPO / "tests" / "data" / "hf" / "Qwen2.5-7B.json"))
+    expect(page.locator("#model-info")).to_contain_text("from your config.json")
+    page.click("#run")
+    page.wait_for_selector("[data-testid=mfu]")
+    assert "7.62 B" in page.inner_text("[data-testid=model-info]")
+    assert problems == []
+
+
+def test_the_real_server_answers_bad_input_with_4xx_and_keeps_serving(server):
+    api = f"{server}/api/estimate"
+    bad = [
+        (json.dumps({"model": {"hf_config": "{not json"}, "hardware": {"gpu": "h100"}}).encode(), 422),
+        (b'{"model": "llama3-8b", "hardware": {"gpu": "h100"', 422),  # malformed JSON
+        (json.dumps({"model": "llama3-8b", "hardware": {"gpu": "b9000"}}).encode(), 422),
+        (json.dumps({"model": "llama3-8b", "hardware": {"gpu": "h100", "n_gpus": 8}, "training": {"pp": 3}}).encode(),
+         422),
+    ]
+    for body, status in bad:
+        answer_status, answer = _post(api, body)
+        assert answer_status == status, answer
+        assert answer["field"] and answer["message"]
+    huge_status, huge = _declare_huge_body(server)
+    assert huge_status == 413 and huge["field"] == "body"
+    good_status, good = _post(api, json.dumps({"model": "llama3-8b", "hardware": {"gpu": "h100"}}).encode())
+    assert good_status == 200 and "mfu" in good
