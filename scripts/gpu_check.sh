@@ -10,7 +10,8 @@
 #                                           format `trainrig probe --nvml-fake FILE` replays
 #   probe.json, probe_tables.txt,           the full probe: JSON, tables, HTML, HardwareProfile
 #   probe.html, profile.json
-#   pytest.txt                              the GPU tests (tests/probe/test_gpu.py) and NVML tests
+#   pytest.txt                              the GPU tests (probe GEMM/copies/NCCL, real NVML, a monitored
+#                                           CUDA loop with a Prometheus scrape)
 #   targets.json                            the three GPU targets, also printed last as a table
 # Exit status: 0 when every target and test passed, 1 when one failed, 2 when no GPU/torch.
 set -uo pipefail
@@ -63,8 +64,8 @@ log "probe exit $probe_rc"
 
 # -- GPU tests -------------------------------------------------------------------------------------
 log "GPU tests"
-timeout 150 "$PY" -m pytest tests/probe/test_gpu.py tests/probe/test_nvml.py -q -rs \
-  -p no:cacheprovider >"$OUT/pytest.txt" 2>&1
+timeout 150 "$PY" -m pytest tests/probe/test_gpu.py tests/probe/test_nvml.py tests/monitor/test_gpu_real.py \
+  -q -rs -p no:cacheprovider >"$OUT/pytest.txt" 2>&1
 tests_rc=$?
 tail -n 3 "$OUT/pytest.txt" | tee -a "$OUT/gpu_check.log"
 

@@ -9,6 +9,7 @@ from trainrig.catalog.models import load_model
 from trainrig.errors import TrainrigError
 from trainrig.estimate import Estimate, ModelParameters
 from trainrig.estimate import estimate as estimate
+from trainrig.monitor import monitor as monitor
 from trainrig.plan import PlanResult
 from trainrig.plan import plan as plan
 from trainrig.specs import GPU, HardwareProfile, HardwareSpec, Job, Link, ModelSpec, TrainingSpec
@@ -22,6 +23,7 @@ __all__ = [
     "Estimate",
     "plan",
     "PlanResult",
+    "monitor",
     "ModelParameters",
     "load_catalog",
     "get_gpu",
