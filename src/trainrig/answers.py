@@ -16,7 +16,8 @@ from trainrig.catalog.job_file import apply_change, load_job
 from trainrig.estimate import Estimate
 from trainrig.estimate import estimate as run_estimate
 
-__all__ = ["gpus_answer", "models_answer", "preset_json", "estimate_with_variants", "estimate_json", "timed"]
+__all__ = ["gpus_answer", "models_answer", "preset_json", "estimate_with_variants", "estimate_json", "timed",
+           "cheapest_offer_price"]
 
 
 def gpus_answer(extra_dirs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -39,13 +40,34 @@ def preset_json(preset) -> dict[str, Any]:
 def estimate_with_variants(mapping: Mapping[str, Any], what_if: Sequence[str] = (),
                            price_usd_per_gpu_hour: float | None = None,
                            extra_dirs: tuple[str, ...] = ()) -> tuple[Estimate, list[tuple[str, Estimate]]]:
-    """The estimate of a job mapping, and one per `key=value` change applied to it."""
+    """The estimate of a job mapping, and one per `key=value` change applied to it.
+
+    Without a price, each job is priced at the cheapest catalog offer for its GPU (said in its
+    notes); where no offer has a price, the cost stays null."""
     extra = tuple(extra_dirs)
-    base = run_estimate(load_job(mapping, extra), price_usd_per_gpu_hour=price_usd_per_gpu_hour)
-    variants = [(change, run_estimate(load_job(apply_change(mapping, change), extra),
-                                      price_usd_per_gpu_hour=price_usd_per_gpu_hour))
-                for change in what_if]
+
+    def priced(job_mapping: Mapping[str, Any]) -> Estimate:
+        job = load_job(job_mapping, extra)
+        if price_usd_per_gpu_hour is not None:
+            return run_estimate(job, price_usd_per_gpu_hour=price_usd_per_gpu_hour)
+        price, note = cheapest_offer_price(job.hardware.gpu.id, extra)
+        est = run_estimate(job, price_usd_per_gpu_hour=price)
+        return est.model_copy(update={"notes": [*est.notes, note]}) if note else est
+
+    base = priced(mapping)
+    variants = [(change, priced(apply_change(mapping, change))) for change in what_if]
     return base, variants
+
+
+def cheapest_offer_price(gpu_id: str, extra_dirs: tuple[str, ...] = ()) -> tuple[float | None, str | None]:
+    """The lowest on-demand $/GPU-hour among the catalog's offers of a GPU type, and a note citing it."""
+    offers = [o for o in load_catalog(tuple(extra_dirs)).offers if o.gpu == gpu_id and o.usd_per_gpu_hour]
+    if not offers:
+        return None, None
+    best = min(offers, key=lambda o: o.usd_per_gpu_hour)
+    return best.usd_per_gpu_hour, (f"cost at ${best.usd_per_gpu_hour:g}/GPU-h, the cheapest catalog offer for "
+                                   f"{gpu_id} ({best.provider} {best.instance}, price read {best.price_date});"
+                                   " --price to change")
 
 
 def estimate_json(base: Estimate, variants: Sequence[tuple[str, Estimate]]) -> dict[str, Any]:

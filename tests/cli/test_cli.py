@@ -29,14 +29,23 @@ def run(*args: str, check_rc: int | None = 0) -> subprocess.CompletedProcess:
 
 
 def test_estimate_with_flags_prints_every_contract_key_and_matches_the_python_api():
-    data = json.loads(run(*ESTIMATE_FLAGS, "--json").stdout)
+    data = json.loads(run(*ESTIMATE_FLAGS, "--price", "2.5", "--json").stdout)
     for key in ("fits", "memory_per_gpu_gib", "memory_breakdown_gib", "step_time_s", "step_breakdown_s",
                 "tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "bottleneck",
                 "total_time_s", "gpu_hours", "cost_usd", "warnings"):
         assert key in data
     job = trainrig.load_job({"model": "llama3-8b", "hardware": {"gpu": "h100", "n_gpus": 8},
                              "training": {"zero": 3, "seq_len": 8192, "micro_batch": 1, "global_batch": 256}})
-    assert trainrig.estimate(job).to_dict() == data
+    assert trainrig.estimate(job, price_usd_per_gpu_hour=2.5).to_dict() == data
+
+
+def test_without_a_price_the_cli_quotes_the_cheapest_catalog_offer():
+    data = json.loads(run(*ESTIMATE_FLAGS, "--tokens", "1e11", "--json").stdout)
+    offers = [o for o in trainrig.load_catalog().offers if o.gpu == "H100-SXM5-80GB" and o.usd_per_gpu_hour]
+    cheapest = min(o.usd_per_gpu_hour for o in offers)
+    assert data["price_usd_per_gpu_hour"] == cheapest
+    assert data["cost_usd"] == pytest.approx(data["gpu_hours"] * cheapest)
+    assert any("cheapest catalog offer" in note for note in data["notes"])
 
 
 def test_estimate_table_names_the_bottleneck():
