@@ -9,13 +9,13 @@ the plots. Renders a RunReport; computes nothing.
 from __future__ import annotations
 
 import html
-import io
 from collections.abc import Callable
 from typing import Any
 
 from trainrig.report.format import NA, duration_text, na
 from trainrig.report.monitor_report import bytes_rate_text, mfu_text, time_text
 from trainrig.report.probe_html import MATPLOTLIB_HINT, plots_available
+from trainrig.report.svg import inline_svg
 
 __all__ = ["render_html"]
 
@@ -152,10 +152,7 @@ def _figure(draw: Callable[[Any], bool]) -> str | None:
         ax.set_xlabel("seconds since start")
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        buffer = io.StringIO()
-        fig.savefig(buffer, format="svg")
-        svg = buffer.getvalue()
-        return f"<figure>{svg[svg.index('<svg'):]}</figure>"
+        return f"<figure>{inline_svg(fig)}</figure>"
     finally:
         plt.close(fig)
 

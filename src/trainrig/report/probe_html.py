@@ -6,13 +6,13 @@ Without matplotlib the page still has every table and says how to get the plots.
 from __future__ import annotations
 
 import html
-import io
 from collections.abc import Callable
 from typing import Any
 
 from trainrig.probe.results import Check, ProbeResult
 from trainrig.report.format import NA, na
 from trainrig.report.probe_report import bytes_text, rate_text
+from trainrig.report.svg import inline_svg
 
 __all__ = ["render_html", "plots_available", "MATPLOTLIB_HINT"]
 
@@ -159,10 +159,7 @@ def _figure(draw: Callable[[Any], bool]) -> str | None:
         if not draw(ax):
             return None
         fig.tight_layout()
-        buffer = io.StringIO()
-        fig.savefig(buffer, format="svg")
-        svg = buffer.getvalue()
-        return f"<figure>{svg[svg.index('<svg'):]}</figure>"
+        return f"<figure>{inline_svg(fig)}</figure>"
     finally:
         plt.close(fig)
 
