@@ -160,6 +160,8 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, tokens) -> dict[str, Any]:
     attention = [batch.linear(tokens, x.hidden, q_local + kv_local), batch.linear(tokens, q_local, x.hidden)]
     dense = [batch.linear(tokens, x.hidden, up_width * x.ffn_hidden / x.tp),
              batch.linear(tokens, x.ffn_hidden / x.tp, x.hidden)]
+    # MoE GEMMs only where some configuration has MoE layers (a dense model's would be zeroed anyway)
+    any_moe = bool(np.any(x.n_moe_layers > 0))
     shared_width = x.n_shared_experts * x.shared_ffn_hidden / x.tp
     shared = [batch.linear(tokens, x.hidden, up_width * shared_width), batch.linear(tokens, shared_width, x.hidden)]
     router = [batch.linear(tokens, x.hidden, np.maximum(x.n_experts, 1.0))]
@@ -169,7 +171,9 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, tokens) -> dict[str, Any]:
     experts = [tuple(batch.add(m, n, k, local_experts) for m, n, k in (
         (rows, up_width * width, x.hidden), (rows, x.hidden, up_width * width), (x.hidden, up_width * width, rows))),
         tuple(batch.add(m, n, k, local_experts) for m, n, k in (
-            (rows, x.hidden, width), (rows, width, x.hidden), (width, x.hidden, rows)))]
+            (rows, x.hidden, width), (rows, width, x.hidden), (width, x.hidden, rows)))] if any_moe else []
+    if not any_moe:
+        shared, router = [], []
     logits = [batch.linear(tokens, x.hidden, x.vocab / x.tp)]
     t = batch.run(x, p)
     trainable = x.method == 0
@@ -179,12 +183,13 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, tokens) -> dict[str, Any]:
         backward = sum(t[d] + np.where(trainable, t[w], 0.0) for _, d, w in linears)
         return forward, backward
 
-    has_shared = x.n_shared_experts > 0
-    blocks = zip(passes(experts), passes(shared), passes(router), strict=True)
-    moe = [routed + np.where(has_shared, common, 0.0) + gate for routed, common, gate in blocks]
-    is_moe = x.n_moe_layers > 0
-    return {"attention": passes(attention), "dense_mlp": passes(dense),
-            "moe_mlp": tuple(np.where(is_moe, v, 0.0) for v in moe), "logits": passes(logits)}
+    moe = (0.0, 0.0)
+    if any_moe:
+        has_shared = x.n_shared_experts > 0
+        blocks = zip(passes(experts), passes(shared), passes(router), strict=True)
+        moe = tuple(np.where(x.n_moe_layers > 0, routed + np.where(has_shared, common, 0.0) + gate, 0.0)
+                    for routed, common, gate in blocks)
+    return {"attention": passes(attention), "dense_mlp": passes(dense), "moe_mlp": moe, "logits": passes(logits)}
 
 
 def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
