@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -13,8 +14,16 @@ from trainrig.errors import TrainrigError
 
 __all__ = ["console", "err_console", "run_guarded", "print_json", "fail", "CatalogOption", "JsonOption"]
 
-console = Console()
-err_console = Console(stderr=True)
+def _width() -> int | None:
+    """Terminal width; when output goes to a pipe or a file (rich would assume 80 columns), 120 so
+    tables stay readable in logs. COLUMNS still wins."""
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return None
+    return 120
+
+
+console = Console(width=_width())
+err_console = Console(stderr=True, width=_width())
 
 CatalogOption = typer.Option(
     [], "--catalog", help="Extra catalog directory of YAML files (repeatable); also TRAINRIG_CATALOG."
