@@ -37,7 +37,8 @@ def plan(model: Any, tokens: float | None, seq_len: int = 4096, global_batch: in
          gpu_types: Sequence[str] | None = None, offers: Sequence[Offer] | None = None, objective: str = "cost",
          top_k: int = 5, training: Mapping[str, Any] | None = None, priced_only: bool = False,
          catalog_dirs: tuple[str, ...] = (), params: ModelParameters = DEFAULT_PARAMETERS,
-         space: SearchSpace | None = None, profile: HardwareProfile | None = None) -> PlanResult:
+         space: SearchSpace | None = None, profile: HardwareProfile | None = None,
+         memory_headroom: float = 0.1) -> PlanResult:
     """The best configurations for training `model` on `tokens` tokens under the constraints.
 
     `model`: a preset name, a config.json path, a mapping of model fields or a ModelSpec.
@@ -45,6 +46,7 @@ def plan(model: Any, tokens: float | None, seq_len: int = 4096, global_batch: in
     `offers`: the cloud offers to price with (default: the catalog's, including `catalog_dirs`).
     `training`: other training fields held fixed (optimizer, flash_attention, lora_rank …).
     `profile`: a `trainrig probe --save` profile; its GPU type is planned with the measured ceilings.
+    `memory_headroom`: share of GPU memory a recommended configuration must leave free.
     """
     planner = Planner.create(**locals())
     return planner.plan_result(planner.run())
@@ -56,7 +58,8 @@ def compare(model: Any, tokens: float | None, gpu_types: Sequence[str] | None = 
             max_nodes: int | None = None, offers: Sequence[Offer] | None = None, objective: str = "cost",
             training: Mapping[str, Any] | None = None, priced_only: bool = False,
             catalog_dirs: tuple[str, ...] = (), params: ModelParameters = DEFAULT_PARAMETERS,
-            space: SearchSpace | None = None, profile: HardwareProfile | None = None) -> CompareResult:
+            space: SearchSpace | None = None, profile: HardwareProfile | None = None,
+            memory_headroom: float = 0.1) -> CompareResult:
     """The best configuration on each GPU type, side by side (same arguments as `plan`)."""
     planner = Planner.create(**locals(), top_k=1)
     return planner.compare_result(planner.run())
@@ -80,12 +83,14 @@ class Planner:
                gpu_types: Sequence[str] | None = None, offers: Sequence[Offer] | None = None, objective: str = "cost",
                top_k: int = 5, training: Mapping[str, Any] | None = None, priced_only: bool = False,
                catalog_dirs: tuple[str, ...] = (), params: ModelParameters = DEFAULT_PARAMETERS,
-               space: SearchSpace | None = None, profile: HardwareProfile | None = None) -> Planner:
+               space: SearchSpace | None = None, profile: HardwareProfile | None = None,
+               memory_headroom: float = 0.1) -> Planner:
         """Resolve the model and GPUs, check the request and list the node kinds (arguments as `plan`)."""
         catalog = load_catalog(tuple(catalog_dirs))
         spec, model_note = resolve_model(model, tuple(catalog_dirs))
         request = make_request(spec, tokens, seq_len, global_batch, precision, method, training, deadline_days,
-                               budget_usd, max_gpus, max_nodes, objective, top_k, priced_only, space)
+                               budget_usd, max_gpus, max_nodes, objective, top_k, priced_only, space,
+                               memory_headroom)
         gpus = resolve_gpu_types(catalog, gpu_types)
         chosen_offers = list(catalog.offers) if offers is None else list(offers)
         options, notes = hardware_options(catalog, gpus, chosen_offers, precision, priced_only)
@@ -156,6 +161,8 @@ class Planner:
         misses, request = [], self.request
         if not est.fits:
             misses.append("does not fit in GPU memory")
+        elif est.memory_per_gpu_gib > est.memory_capacity_gib * (1 - request.memory_headroom):
+            misses.append(f"leaves under {request.memory_headroom:.0%} of GPU memory free")
         if request.deadline_s is not None and est.total_time_s is not None and est.total_time_s > request.deadline_s:
             misses.append(f"takes {duration_text(est.total_time_s)} (deadline {duration_text(request.deadline_s)})")
         if request.budget_usd is not None and (est.cost_usd is None or est.cost_usd > request.budget_usd):

@@ -48,13 +48,17 @@ class PlanRequest:
     top_k: int = 5
     priced_only: bool = False
     space: SearchSpace = SearchSpace()
+    memory_headroom: float = 0.1
+    """Share of GPU memory a recommended configuration leaves free: the caching allocator's
+    fragmentation and transient buffers push real peaks past the modelled one (the estimate warns
+    above 90%)."""
 
     def constraints(self) -> dict[str, Any]:
         """The constraints as plain values, for reports and JSON."""
         return {
             "deadline_days": None if self.deadline_s is None else self.deadline_s / SECONDS_PER_DAY,
             "budget_usd": self.budget_usd, "max_gpus": self.max_gpus, "max_nodes": self.max_nodes,
-            "priced_only": self.priced_only,
+            "priced_only": self.priced_only, "memory_headroom": self.memory_headroom,
         }
 
 
@@ -62,7 +66,8 @@ def make_request(model: ModelSpec, tokens: float | None, seq_len: int, global_ba
                  precision: str = "bf16", method: str = "full", training: Mapping[str, Any] | None = None,
                  deadline_days: float | None = None, budget_usd: float | None = None, max_gpus: int = 1024,
                  max_nodes: int | None = None, objective: str = "cost", top_k: int = 5,
-                 priced_only: bool = False, space: SearchSpace | None = None) -> PlanRequest:
+                 priced_only: bool = False, space: SearchSpace | None = None,
+                 memory_headroom: float = 0.1) -> PlanRequest:
     """A PlanRequest, or a TrainrigError naming the first bad field."""
     _check_positive("tokens", tokens, "the number of training tokens, e.g. 2e12")
     _check_positive("seq_len", seq_len, "tokens per sequence", whole=True)
@@ -73,6 +78,10 @@ def make_request(model: ModelSpec, tokens: float | None, seq_len: int, global_ba
     _check_optional_positive("budget_usd", budget_usd, "US dollars")
     _check_positive("max_gpus", max_gpus, "GPUs", whole=True)
     _check_optional_positive("max_nodes", max_nodes, "nodes", whole=True)
+    if isinstance(memory_headroom, bool) or not isinstance(memory_headroom, int | float) \
+            or not 0 <= memory_headroom < 0.5:
+        raise TrainrigError("memory_headroom",
+                            f"must be a share of GPU memory from 0 to 0.5 (got {memory_headroom!r}).")
     _check_positive("top_k", top_k, "plans to show", whole=True)
     extra = _fixed_training(training or {}, seq_len, precision, method)
     return PlanRequest(
@@ -81,7 +90,7 @@ def make_request(model: ModelSpec, tokens: float | None, seq_len: int, global_ba
         deadline_s=None if deadline_days is None else float(deadline_days) * SECONDS_PER_DAY,
         budget_usd=None if budget_usd is None else float(budget_usd), max_gpus=int(max_gpus),
         max_nodes=None if max_nodes is None else int(max_nodes), objective=objective, top_k=int(top_k),
-        priced_only=priced_only, space=space or SearchSpace())
+        priced_only=priced_only, space=space or SearchSpace(), memory_headroom=float(memory_headroom))
 
 
 def parse_global_batch(value: int | Sequence[int] | str) -> tuple[int, ...]:

@@ -15,8 +15,9 @@ __all__ = ["feasible_mask", "ranked", "distinct_hardware", "pareto_front", "spre
 
 
 def feasible_mask(c: Candidates, request: PlanRequest) -> np.ndarray:
-    """Fits (all candidates do), meets the deadline and, with a budget, has a known cost within it."""
-    ok = np.ones(len(c), dtype=bool)
+    """Fits with the requested memory headroom, meets the deadline and, with a budget, has a known
+    cost within it."""
+    ok = c.memory_bytes <= c.capacity_bytes * (1 - request.memory_headroom)
     if request.deadline_s is not None:
         ok &= c.total_time_s <= request.deadline_s
     if request.budget_usd is not None:
