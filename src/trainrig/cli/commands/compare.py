@@ -11,6 +11,7 @@ from trainrig.cli.commands.plan import (
     BatchOption,
     BudgetOption,
     DeadlineOption,
+    HeadroomOption,
     MaxGpusOption,
     MaxNodesOption,
     MethodOption,
@@ -44,6 +45,7 @@ def compare(
     offers: Path | None = OffersOption,
     objective: str = ObjectiveOption,
     priced_only: bool = PricedOnlyOption,
+    memory_headroom: float = HeadroomOption,
     json_output: bool = JsonOption,
     catalog: list[str] = CatalogOption,
 ) -> None:
@@ -51,7 +53,8 @@ def compare(
     arguments = plan_arguments(job_file, model, tokens, seq_len, global_batch, precision, method, gpus, offers,
                                tuple(catalog))
     result = timed(run_compare, **arguments, deadline_days=deadline_days, budget_usd=budget_usd, max_gpus=max_gpus,
-                   max_nodes=max_nodes, objective=objective, priced_only=priced_only)
+                   max_nodes=max_nodes, objective=objective, priced_only=priced_only,
+                   memory_headroom=memory_headroom)
     if json_output:
         print_json(result.to_dict())
     else:

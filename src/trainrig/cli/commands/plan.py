@@ -31,6 +31,7 @@ GpusOption = typer.Option(None, "--gpus", help="Allowed GPU types, comma-separat
 OffersOption = typer.Option(None, "--offers", help="YAML file of offers to use instead of the catalog's.")
 ObjectiveOption = typer.Option("cost", "--objective", help="cost | time | pareto.")
 PricedOnlyOption = typer.Option(False, "--priced-only", help="Only hardware with a known price (cloud offers).")
+HeadroomOption = typer.Option(0.1, "--memory-headroom", help="Share of GPU memory a plan must leave free (0–0.5).")
 
 
 def plan(
@@ -50,6 +51,7 @@ def plan(
     objective: str = ObjectiveOption,
     top: int = typer.Option(5, "--top", help="How many configurations to show."),
     priced_only: bool = PricedOnlyOption,
+    memory_headroom: float = HeadroomOption,
     plot: Path | None = typer.Option(None, "--plot", help="Draw the time–cost front and step breakdowns (.png/.html)."),
     json_output: bool = JsonOption,
     catalog: list[str] = CatalogOption,
@@ -59,7 +61,8 @@ def plan(
                                tuple(catalog))
     check_plot_path(plot)
     result = timed(run_plan, **arguments, deadline_days=deadline_days, budget_usd=budget_usd, max_gpus=max_gpus,
-                   max_nodes=max_nodes, objective=objective, top_k=top, priced_only=priced_only)
+                   max_nodes=max_nodes, objective=objective, top_k=top, priced_only=priced_only,
+                   memory_headroom=memory_headroom)
     if json_output:
         print_json(result.to_dict())
     else:
