@@ -26,3 +26,19 @@ def test_a_profile_for_an_unsearched_gpu_is_reported_not_used():
     other = HardwareProfile(gpu_catalog_id="MI300X", gemm_tflops={"bf16": 500.0})
     result = compare(model="llama3-8b", tokens=1e11, gpu_types=["h100"], global_batch=256, max_gpus=8, profile=other)
     assert any("not among the GPU types searched" in note for note in result.to_dict()["notes"])
+
+
+def test_the_cli_takes_a_profile_file(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({"gpu_catalog_id": "H100-SXM5-80GB", "gemm_tflops": {"bf16": 300.0}}))
+    args = [sys.executable, "-m", "trainrig", "compare", "--model", "llama3-8b", "--tokens", "1e11", "--gpus",
+            "h100", "--max-gpus", "8", "--json"]
+    plain = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+    measured = json.loads(subprocess.run([*args, "--profile", str(profile)], capture_output=True, text=True,
+                                         check=True).stdout)
+    step = [d["rows"][0]["plan"]["estimate"]["step_time_s"] for d in (plain, measured)]
+    assert step[1] > step[0]

@@ -20,7 +20,7 @@ from trainrig.catalog.models import resolve_model
 from trainrig.errors import TrainrigError, from_validation_error
 from trainrig.specs import GPU, HardwareProfile, HardwareSpec, Job, Link, NetworkSpec, TrainingSpec
 
-__all__ = ["load_job", "read_job_file", "job_to_mapping", "MEASURED_RUN_KEYS"]
+__all__ = ["load_job", "read_job_file", "job_to_mapping", "load_profile", "MEASURED_RUN_KEYS"]
 
 JOB_KEYS = {"model", "hardware", "training"}
 # keys of the measured-run format (DESIGN.md) that a job file may carry and the estimate ignores
@@ -115,7 +115,7 @@ def _hardware(raw: Any, catalog: Catalog) -> tuple[HardwareSpec, list[str]]:
         if raw.get(key) is not None:
             fields[key] = raw[key]
     if raw.get("profile") is not None:
-        fields["profile"] = _profile(raw["profile"])
+        fields["profile"] = load_profile(raw["profile"])
     try:
         return HardwareSpec.model_validate(fields), notes
     except ValidationError as error:
@@ -203,7 +203,8 @@ def _lookup(section, name: Any, field: str):
         raise TrainrigError(field, error.message) from None
 
 
-def _profile(raw: Any) -> HardwareProfile:
+def load_profile(raw: Any) -> HardwareProfile:
+    """A HardwareProfile from a mapping or a `trainrig probe --save` file."""
     try:
         if isinstance(raw, Mapping):
             return HardwareProfile.model_validate(dict(raw))

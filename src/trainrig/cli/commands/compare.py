@@ -20,6 +20,7 @@ from trainrig.cli.commands.plan import (
     OffersOption,
     PrecisionOption,
     PricedOnlyOption,
+    ProfileOption,
     SeqLenOption,
     TokensOption,
     plan_arguments,
@@ -46,12 +47,13 @@ def compare(
     objective: str = ObjectiveOption,
     priced_only: bool = PricedOnlyOption,
     memory_headroom: float = HeadroomOption,
+    profile: Path | None = ProfileOption,
     json_output: bool = JsonOption,
     catalog: list[str] = CatalogOption,
 ) -> None:
     """Which hardware suits this job: time, cost, memory headroom and what binds, per GPU type."""
     arguments = plan_arguments(job_file, model, tokens, seq_len, global_batch, precision, method, gpus, offers,
-                               tuple(catalog))
+                               tuple(catalog), profile)
     result = timed(run_compare, **arguments, deadline_days=deadline_days, budget_usd=budget_usd, max_gpus=max_gpus,
                    max_nodes=max_nodes, objective=objective, priced_only=priced_only,
                    memory_headroom=memory_headroom)

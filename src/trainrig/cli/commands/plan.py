@@ -9,7 +9,7 @@ import typer
 import yaml
 
 from trainrig.answers import timed
-from trainrig.catalog.job_file import read_job_file
+from trainrig.catalog.job_file import load_profile, read_job_file
 from trainrig.catalog.registry import build_section
 from trainrig.cli.common import CatalogOption, JsonOption, console, err_console, print_json
 from trainrig.errors import TrainrigError
@@ -31,6 +31,7 @@ GpusOption = typer.Option(None, "--gpus", help="Allowed GPU types, comma-separat
 OffersOption = typer.Option(None, "--offers", help="YAML file of offers to use instead of the catalog's.")
 ObjectiveOption = typer.Option("cost", "--objective", help="cost | time | pareto.")
 PricedOnlyOption = typer.Option(False, "--priced-only", help="Only hardware with a known price (cloud offers).")
+ProfileOption = typer.Option(None, "--profile", help="A `trainrig probe --save` profile for the GPU type it measured.")
 HeadroomOption = typer.Option(0.1, "--memory-headroom", help="Share of GPU memory a plan must leave free (0–0.5).")
 
 
@@ -52,13 +53,14 @@ def plan(
     top: int = typer.Option(5, "--top", help="How many configurations to show."),
     priced_only: bool = PricedOnlyOption,
     memory_headroom: float = HeadroomOption,
+    profile: Path | None = ProfileOption,
     plot: Path | None = typer.Option(None, "--plot", help="Draw the time–cost front and step breakdowns (.png/.html)."),
     json_output: bool = JsonOption,
     catalog: list[str] = CatalogOption,
 ) -> None:
     """What to rent, how to run it, how long it takes and what it costs: the top configurations."""
     arguments = plan_arguments(job_file, model, tokens, seq_len, global_batch, precision, method, gpus, offers,
-                               tuple(catalog))
+                               tuple(catalog), profile)
     check_plot_path(plot)
     result = timed(run_plan, **arguments, deadline_days=deadline_days, budget_usd=budget_usd, max_gpus=max_gpus,
                    max_nodes=max_nodes, objective=objective, top_k=top, priced_only=priced_only,
@@ -77,9 +79,11 @@ def plan(
 
 def plan_arguments(job_file: Path | None, model: str | None, tokens: float | None, seq_len: int | None,
                    global_batch: str | None, precision: str | None, method: str | None, gpus: str | None,
-                   offers: Path | None, catalog: tuple[str, ...]) -> dict[str, Any]:
-    """The arguments `plan`/`compare` share: flags over the job file's model and training section."""
+                   offers: Path | None, catalog: tuple[str, ...], profile: Path | None = None) -> dict[str, Any]:
+    """The arguments `plan`/`compare` share: flags over the job file's model, training section and
+    hardware profile."""
     data = read_job_file(job_file) if job_file else {}
+    profile_source = str(profile) if profile else (data.get("hardware") or {}).get("profile")
     training = dict(data.get("training") or {})
     model_source = model or data.get("model")
     if not model_source:
@@ -93,7 +97,8 @@ def plan_arguments(job_file: Path | None, model: str | None, tokens: float | Non
     if values["tokens"] is None:
         raise TrainrigError("tokens", "is required: give --tokens (e.g. 2e12) or training.tokens in the job file.")
     return {**values, "model": model_source, "training": training, "catalog_dirs": catalog,
-            "gpu_types": _gpu_list(gpus), "offers": load_offers_file(offers) if offers else None}
+            "gpu_types": _gpu_list(gpus), "offers": load_offers_file(offers) if offers else None,
+            "profile": load_profile(profile_source) if profile_source else None}
 
 
 def _gpu_list(gpus: str | None) -> list[str] | None:
