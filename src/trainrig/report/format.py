@@ -23,11 +23,16 @@ def duration_text(seconds: float | None) -> str:
     if seconds is None:
         return NA
     if seconds < 1:
-        return f"{seconds * 1e3:.3g} ms"
+        return f"{_three_digits(seconds * 1e3)} ms"
     for unit, scale in (("days", 86400), ("h", 3600), ("min", 60)):
         if seconds >= 2 * scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds:.3g} s"
+            return f"{_three_digits(seconds / scale)} {unit}"
+    return f"{_three_digits(seconds)} s"
+
+
+def _three_digits(value: float) -> str:
+    """Three significant digits without exponent notation: 0.0123, 12.3, 2,970."""
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
 
 
 def money_text(usd: float | None) -> str:
