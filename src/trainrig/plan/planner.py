@@ -27,6 +27,7 @@ from trainrig.plan.search import Candidates, SearchResult, job_mapping, search
 from trainrig.plan.select import closest, distinct_hardware, feasible_mask, pareto_front, ranked, spread
 from trainrig.plan.space import SearchSpace
 from trainrig.specs import HardwareProfile, Offer
+from trainrig.units import duration_text, money_text
 
 __all__ = ["plan", "compare", "Planner"]
 
@@ -289,14 +290,6 @@ def _offer_id(option: HardwareOption) -> str | None:
     return option.offer.id if option.offer else None
 
 
-def duration_text(seconds: float) -> str:
-    """`11.2 days`, `5.3 h`, `42 min` — for sentences in messages."""
-    for unit, scale in (("days", 86400.0), ("h", 3600.0)):
-        if seconds >= 2 * scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 60:.3g} min"
-
-
 def deadline_text(seconds: float) -> str:
     """`7-day`, `12-hour`: a deadline as an adjective."""
     if seconds >= 86400.0:
@@ -304,5 +297,3 @@ def deadline_text(seconds: float) -> str:
     return f"{seconds / 3600.0:.3g}-hour"
 
 
-def money_text(usd: float | None) -> str:
-    return "no known price" if usd is None else f"${usd:,.0f}"
