@@ -83,7 +83,7 @@ def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
     step = sum(parts.values())
 
     memory = memory_breakdown_bytes(x, p)
-    total_memory, _, fits = memory_fit(x, p)
+    total_memory, _, fits = memory_fit(x, p, memory)
     tokens_per_s = x.global_batch * x.seq_len / step
     n_gpus = x.tp * x.pp * x.cp * x.dp
     model_fpt = model_flops_per_token(x)

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from trainrig.errors import TrainrigError
-from trainrig.estimate.core import evaluate
 from trainrig.estimate.inputs import inputs_from_job
-from trainrig.estimate.memory import GIB
+from trainrig.estimate.memory import GIB, memory_fit
 from trainrig.estimate.params import ModelParameters
 from trainrig.specs import Job
 
@@ -64,8 +63,8 @@ def _fitting_memory_gib(job: Job, changes: dict, params: ModelParameters) -> flo
         candidate = _job_with(job, changes)
     except TrainrigError:
         return None
-    out = evaluate(inputs_from_job(candidate, params), params)
-    return float(out.memory_bytes) / GIB if bool(out.fits) else None
+    memory, _, fits = memory_fit(inputs_from_job(candidate, params), params)
+    return float(memory) / GIB if bool(fits) else None
 
 
 def _candidates(job: Job) -> Iterator[tuple[str, dict]]:

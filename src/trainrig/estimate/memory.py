@@ -145,9 +145,11 @@ def memory_breakdown_bytes(x: Inputs, p: ModelParameters):
     }
 
 
-def memory_fit(x: Inputs, p: ModelParameters):
-    """(peak bytes per GPU, the GPU's capacity in bytes, whether it fits) — the one fit rule."""
+def memory_fit(x: Inputs, p: ModelParameters, breakdown: dict | None = None):
+    """(peak bytes per GPU, the GPU's capacity in bytes, whether it fits) — the one fit rule.
+
+    `breakdown`: the parts from `memory_breakdown_bytes`, when the caller has them already."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        total = sum(memory_breakdown_bytes(x, p).values())
+        total = sum((breakdown or memory_breakdown_bytes(x, p)).values())
     capacity = x.memory_gib * GIB
     return total, capacity, total <= capacity
