@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["duration_text", "money_text", "NA"]
+__all__ = ["duration_text", "money_text", "NA", "GIB"]
 
 NA = "N/A"
+GIB = 2.0**30
+"""Bytes in a GiB: memory is reported in binary units, as GPU and host memory is built."""
 
 
 def duration_text(seconds: float | None) -> str:

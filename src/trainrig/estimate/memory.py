@@ -13,10 +13,10 @@ import numpy as np
 
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
+from trainrig.units import GIB
 
 __all__ = ["local_parameter_counts", "activation_bytes_per_layer", "memory_breakdown_bytes", "memory_fit", "GIB"]
 
-GIB = 2.0**30
 
 
 def lora_parameters_per_layer(x: Inputs):

@@ -16,6 +16,7 @@ from trainrig.monitor.diagnose import diagnose, measured_steps, rows_by_gpu
 from trainrig.monitor.findings import FINDING_KINDS, Check, Finding
 from trainrig.monitor.gpu import GpuInfo
 from trainrig.monitor.store import RunData, RunRow
+from trainrig.units import GIB
 
 __all__ = ["RunReport", "StepStats", "Comparison", "analyze", "step_stats", "compare",
            "merged_workload", "MAX_SERIES_POINTS", "SAME_AS_ESTIMATE"]
@@ -23,7 +24,6 @@ __all__ = ["RunReport", "StepStats", "Comparison", "analyze", "step_stats", "com
 MAX_SERIES_POINTS = 2000
 SAME_AS_ESTIMATE = 0.05
 """Within ±5% of the estimate reads "as estimated"."""
-_GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ def gpu_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     used = col("memory_used_bytes")
     return {"samples": len(rows), "utilization_gpu_pct_median": _median(col("utilization_gpu_pct")),
-            "memory_used_gib_max": max(used) / _GIB if used else None,
+            "memory_used_gib_max": max(used) / GIB if used else None,
             "power_w_mean": _mean(col("power_w")), "power_w_max": _max(col("power_w")),
             "sm_clock_mhz_median": _median(col("sm_clock_mhz")),
             "temperature_c_max": _max(col("temperature_c")),
@@ -234,8 +234,8 @@ def host_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     rss, ram = col("job_rss_bytes"), col("ram_used_bytes")
     return {"cpu_pct_mean": _mean(col("cpu_pct")), "iowait_pct_mean": _mean(col("iowait_pct")),
-            "ram_used_gib_max": max(ram) / _GIB if ram else None,
-            "job_rss_gib_max": max(rss) / _GIB if rss else None,
+            "ram_used_gib_max": max(ram) / GIB if ram else None,
+            "job_rss_gib_max": max(rss) / GIB if rss else None,
             "job_cpu_pct_mean": _mean(col("job_cpu_pct")),
             "workers_median": _median(col("workers")),
             "disk_read_bps_mean": _mean(col("disk_read_bps")),
@@ -281,7 +281,7 @@ def _thin(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _gib(value: float | None) -> float | None:
-    return None if value is None else value / _GIB
+    return None if value is None else value / GIB
 
 
 def _duration(run: RunRow) -> float | None:

@@ -18,6 +18,7 @@ from trainrig.monitor.store import RunData
 from trainrig.probe.health import POWER_CAP_RATIO, THERMAL_MARGIN_C
 from trainrig.probe.nvml import POWER_REASONS, SLOWDOWN_REASONS, THERMAL_REASONS, decode_clock_event_reasons
 from trainrig.probe.watch import BUSY_UTILIZATION_PCT
+from trainrig.units import GIB
 
 __all__ = ["diagnose", "RULES", "DATA_WAIT_SHARE", "MEMORY_NEAR_LIMIT", "HOST_MEMORY_NEAR_LIMIT",
            "SM_ACTIVE_LOW_PCT", "THROTTLED_SHARE", "WORKER_SATURATED_PCT", "measured_steps",
@@ -66,7 +67,6 @@ CLOCK_BELOW_SPEC_RATIO = 0.90
 """Busy SM clock < 90% of the maximum with no slowdown reason: clocks set below spec (heuristic)."""
 BELOW_SPEC_SHARE = 0.5
 MIN_SAMPLES = 2
-_GIB = 2**30
 
 
 def diagnose(data: RunData, warmup_steps: int = 1) -> tuple[list[Finding], list[Check]]:
@@ -313,8 +313,8 @@ def _host_memory_evidence(data: RunData) -> list[tuple[Evidence, str]]:
         peak = max(_share(r["job_rss_bytes"], limit) for r in near)
         source = host.get("memory_limit_source", "limit")
         out.append((_evidence("job_rss_share", near, "host_samples", peak, HOST_MEMORY_NEAR_LIMIT,
-                              "ratio", note=f"of {limit / _GIB:.2f} GiB ({source})"),
-                    f"the job uses {peak:.0%} of its {limit / _GIB:.2f} GiB {source}"))
+                              "ratio", note=f"of {limit / GIB:.2f} GiB ({source})"),
+                    f"the job uses {peak:.0%} of its {limit / GIB:.2f} GiB {source}"))
     low = [r for r in rows if total and r.get("ram_available_bytes") is not None
            and r["ram_available_bytes"] / total <= 1 - MEMORY_NEAR_LIMIT]
     if len(low) >= MIN_SAMPLES:

@@ -20,11 +20,11 @@ from trainrig.monitor.sampler import Sampler
 from trainrig.monitor.steps import StepRecorder
 from trainrig.monitor.store import Store
 from trainrig.monitor.workload import estimate_summary, load_job_input, resolve_workload
+from trainrig.units import GIB
 
 __all__ = ["Monitor", "monitor"]
 
 T = TypeVar("T")
-_GIB = 2**30
 
 
 def monitor(*, name: str | None = None, hz: float = 2.0, job: Any = None, model: Any = None,
@@ -71,7 +71,7 @@ class Monitor:
         self.config = RecordingConfig(
             hz=hz, flush_interval_s=flush_interval_s, name=name or _script_name(),
             gpus=gpus, nvml_backend=nvml_backend,
-            memory_limit_bytes=int(memory_limit_gib * _GIB) if memory_limit_gib else None,
+            memory_limit_bytes=int(memory_limit_gib * GIB) if memory_limit_gib else None,
             warmup_steps=warmup_steps, workload=workload, estimate=estimate_summary(job_spec))
         self.home, self.prometheus_port = home, prometheus_port
         self.rank = _rank()

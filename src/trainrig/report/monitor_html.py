@@ -16,6 +16,7 @@ from trainrig.report.format import NA, duration_text, na
 from trainrig.report.monitor_report import bytes_rate_text, mfu_text, time_text
 from trainrig.report.probe_html import MATPLOTLIB_HINT, plots_available
 from trainrig.report.svg import inline_svg
+from trainrig.units import GIB
 
 __all__ = ["render_html"]
 
@@ -27,7 +28,6 @@ th{background:#f4f4f4} td.num{text-align:right;font-variant-numeric:tabular-nums
 .note{color:#666} .finding{border-left:4px solid #f9a825;padding:0 1em;margin:1em 0}
 figure{margin:1em 0} svg{max-width:100%;height:auto}
 """
-_GIB = 2**30
 
 
 def render_html(report: Any) -> str:
@@ -114,7 +114,7 @@ def _host(report: Any) -> str:
     rows = [["CPU cores", _e(h.get("cpu_count"))],
             ["CPU busy mean", _e(na(h.get("cpu_pct_mean"), "{:.0f}")) + " %"],
             ["job RSS max", _e(na(h.get("job_rss_gib_max"), "{:.2f}")) + " GiB"],
-            ["memory limit", _e(na((h.get("memory_limit_bytes") or 0) / _GIB or None, "{:.1f}"))
+            ["memory limit", _e(na((h.get("memory_limit_bytes") or 0) / GIB or None, "{:.1f}"))
              + f" GiB ({_e(h.get('memory_limit_source'))})"],
             ["loader workers (median)", _e(na(h.get("workers_median"), "{:.0f}"))],
             ["disk read mean", _e(bytes_rate_text(h.get("disk_read_bps_mean")))],

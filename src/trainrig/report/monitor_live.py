@@ -12,10 +12,10 @@ from trainrig.monitor.live import LiveState
 from trainrig.probe.nvml import SLOWDOWN_REASONS, decode_clock_event_reasons
 from trainrig.report.format import NA, duration_text, na
 from trainrig.report.monitor_report import bytes_rate_text, mfu_text
+from trainrig.units import GIB
 
 __all__ = ["live_renderable"]
 
-_GIB = 2**30
 
 
 def live_renderable(state: LiveState) -> RenderableType:
@@ -59,7 +59,7 @@ def _memory(row: dict[str, Any]) -> str:
     used, total = row["memory_used_bytes"], row["memory_total_bytes"]
     if used is None:
         return NA
-    return f"{used / _GIB:.1f}" + (f"/{total / _GIB:.0f}" if total else "")
+    return f"{used / GIB:.1f}" + (f"/{total / GIB:.0f}" if total else "")
 
 
 def _pcie(row: dict[str, Any]) -> str:
@@ -92,4 +92,4 @@ def _host(row: dict[str, Any] | None, host: dict[str, Any]) -> Text:
 
 
 def _gib(value: float | None) -> float | None:
-    return None if value is None else value / _GIB
+    return None if value is None else value / GIB

@@ -11,11 +11,11 @@ from rich.table import Table
 from rich.text import Text
 
 from trainrig.report.format import NA, duration_text, na
+from trainrig.units import GIB
 
 __all__ = ["runs_table", "report_renderables", "findings_renderable", "bytes_rate_text",
            "time_text", "mfu_text"]
 
-_GIB = 2**30
 
 
 def time_text(unix_s: float | None) -> str:
@@ -115,7 +115,7 @@ def _gpu_table(report: Any) -> Table:
                    "temp max °C", "SM active med %"):
         table.add_column(header, justify="left" if header in ("GPU", "name") else "right")
     for info, s in zip(report.gpus, report.gpu_summaries, strict=True):
-        total = f" / {info.memory_total_bytes / _GIB:.0f}" if info.memory_total_bytes else ""
+        total = f" / {info.memory_total_bytes / GIB:.0f}" if info.memory_total_bytes else ""
         table.add_row(str(info.index), info.name or NA, na(s["utilization_gpu_pct_median"], "{:.0f}"),
                       na(s["memory_used_gib_max"], "{:.1f}") + total,
                       f"{na(s['power_w_mean'], '{:.0f}')} / {na(s['power_w_max'], '{:.0f}')}",
@@ -136,7 +136,7 @@ def _host_table(report: Any) -> Table:
     table.add_row("loader workers (median)", na(h.get("workers_median"), "{:.0f}"))
     limit = h.get("memory_limit_bytes")
     table.add_row("job RSS max / limit", f"{na(h.get('job_rss_gib_max'), '{:.2f}')} / "
-                                         f"{na(limit / _GIB if limit else None, '{:.1f}')} GiB")
+                                         f"{na(limit / GIB if limit else None, '{:.1f}')} GiB")
     table.add_row("disk read / write mean", f"{bytes_rate_text(h.get('disk_read_bps_mean'))} / "
                                             f"{bytes_rate_text(h.get('disk_write_bps_mean'))}")
     table.add_row("network rx / tx mean", f"{bytes_rate_text(h.get('net_rx_bps_mean'))} / "

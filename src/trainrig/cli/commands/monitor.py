@@ -10,8 +10,7 @@ import typer
 
 from trainrig.cli.common import JsonOption, console, err_console, print_json
 from trainrig.errors import TrainrigError
-
-_GIB = 2**30
+from trainrig.units import GIB
 
 
 def monitor(
@@ -67,7 +66,7 @@ def _config(hz: float, job: Path | None, name: str | None, gpus: str | None,
     workload = _flag_errors(lambda: resolve_workload(
         job=job_spec, flops_per_token=flops_per_token, peak_tflops=peak_tflops, devices=devices))
     return RecordingConfig(hz=hz, name=name, gpus=_gpu_list(gpus), nvml_backend=_backend(nvml_fake),
-                           memory_limit_bytes=int(memory_limit_gib * _GIB) if memory_limit_gib else None,
+                           memory_limit_bytes=int(memory_limit_gib * GIB) if memory_limit_gib else None,
                            workload=workload, estimate=estimate_summary(job_spec))
 
 
