@@ -17,7 +17,8 @@ import numpy as np
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
 
-__all__ = ["gemm_time_s", "tile_efficiency", "attention_time_s", "elementwise_bytes_per_token", "GemmBatch",
+__all__ = ["gemm_time_s", "tile_efficiency", "attention_time_s", "elementwise_bytes_per_token", "eager_softmax",
+           "GemmBatch",
            "linear_time_s"]
 
 # (rows, cols) of output tiles cuBLAS/CUTLASS commonly pick from for 16-bit GEMMs.
@@ -95,6 +96,8 @@ def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
     Flash attention: executed FLOPs skip fully masked blocks (causal ≈ half) and the backward
     recomputes the scores (5 GEMMs vs the forward's 2: Dao 2023 §3.1.2); the kernel reaches the
     GPU's measured `attention_efficiency` of peak, over waves of 128-query blocks per head.
+    FlashAttention-1-class kernels run at `flash1_relative_speed` of that, whatever the head width:
+    their shortfall is work partitioning and non-matmul work (Dao 2023 §3), not the GEMM depth.
     Without it, QKᵀ and attention·V are batched GEMMs over full s×s scores (the softmax and its
     masks are memory-bound work, counted in `elementwise_bytes_per_token`).
     """
@@ -109,7 +112,8 @@ def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
     # the GPU's measurement is for head dim 128; the score GEMMs' reduction depth is the head dim,
     # so other widths scale by the same K/(K + k_overhead) depth factor as any GEMM
     depth = (x.head_dim / (x.head_dim + p.gemm_k_overhead)) / (128 / (128 + p.gemm_k_overhead))
-    rate = x.attention_peak_tflops * 1e12 * x.attention_efficiency * occupancy * depth
+    kernel = np.where(x.flash_attention_version < 2, p.flash1_relative_speed, depth)
+    rate = x.attention_peak_tflops * 1e12 * x.attention_efficiency * occupancy * kernel
     flash_forward = flash_forward_flops / rate
     flash_backward = 2.5 * flash_forward
     # unfused: two batched GEMMs forward, four backward
@@ -122,12 +126,31 @@ def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
     return np.where(flash, flash_forward, unfused_forward), np.where(flash, flash_backward, unfused_backward)
 
 
-def elementwise_bytes_per_token(x: Inputs):
+# Bytes per score element of an eager fp32 softmax: upcast (read 2, write 4), scale (4, 4), causal
+# masked_fill (4 + 1 mask, 4), softmax (4, 4), downcast (4, 2) — against 2 + 2 for the fused kernel.
+EAGER_SOFTMAX_BYTES_PER_SCORE = 37.0
+# Megatron's fused causal softmax (scaled_upper_triang_masked_softmax) takes batches of 4 score
+# matrices: it runs only when micro_batch · heads_per_gpu is a multiple of 4, else Megatron falls back
+# to eager PyTorch (FusedScaleMaskSoftmax.is_kernel_available / forward_torch_softmax in Megatron-LM
+# and Megatron-DeepSpeed megatron/model/fused_softmax.py). Its sequence-length limit (2048 to 16384
+# depending on the version) is not modelled.
+FUSED_SOFTMAX_BATCH = 4
+
+
+def eager_softmax(x: Inputs):
+    """1 where the unfused attention's softmax runs as eager PyTorch ops, else 0."""
+    score_matrices = x.micro_batch * x.n_heads / x.tp
+    unfusable = np.mod(score_matrices, FUSED_SOFTMAX_BATCH) != 0
+    return np.where((x.flash_attention == 0) & ((x.fused_kernels == 0) | unfusable), 1.0, 0.0)
+
+
+def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
     """HBM bytes the forward's memory-bound kernels move per token on one GPU (backward ≈ 2×).
 
     Per layer: two norms (read+write h), two residual adds (read 2h, write h), rotary on q and k,
     the MLP activation (read the gate/up outputs, write the product), MoE token permutation, and
-    without flash attention the softmax over the s×s scores (read+write, plus dropout mask/output).
+    without flash attention the softmax over the s×s scores (read+write, plus dropout mask/output;
+    an eager fp32 softmax moves EAGER_SOFTMAX_BYTES_PER_SCORE instead).
     """
     e = x.activation_bytes
     replicated_div = np.where(x.sequence_parallel_active > 0, x.tp, 1.0)
@@ -138,9 +161,13 @@ def elementwise_bytes_per_token(x: Inputs):
     moe_permute = 4 * x.top_k * x.hidden
     dense_layers = x.n_layers - x.n_moe_layers
     keys = np.minimum(x.seq_len, x.context_len_cap)
-    softmax = (1 - x.flash_attention) * (2 + 3 * x.dropout) * x.n_heads / x.tp * keys
-    per_layer = norms_and_residuals + rotary + softmax
-    total = x.n_layers * per_layer + dense_layers * dense_act + x.n_moe_layers * (moe_act + moe_permute)
+    scores = (1 - x.flash_attention) * x.n_heads / x.tp * keys
+    softmax_bytes = scores * np.where(eager_softmax(x) > 0, EAGER_SOFTMAX_BYTES_PER_SCORE, 2 * e)
+    softmax = scores * 3 * x.dropout
+    eager = np.where(x.fused_kernels > 0, 1.0, p.eager_elementwise_factor)
+    per_layer = eager * (norms_and_residuals + rotary) + softmax
+    total = x.n_layers * per_layer + eager * (dense_layers * dense_act + x.n_moe_layers * moe_act)
+    total = total + x.n_moe_layers * moe_permute
     # fp8: each GEMM input is cast (read 2 bytes, write 1) before the GEMM (Micikevicius et al. 2022)
     fp8_casts = x.fp8 * 1.5 * x.n_layers * (2 * x.hidden + x.n_heads * x.head_dim + x.ffn_hidden) / x.tp
-    return (e * total + fp8_casts * e)
+    return e * total + fp8_casts * e + x.n_layers * softmax_bytes

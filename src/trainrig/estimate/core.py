@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from trainrig.estimate import collectives as comm
-from trainrig.estimate.compute import GemmBatch, attention_time_s, elementwise_bytes_per_token
+from trainrig.estimate.compute import GemmBatch, attention_time_s, eager_softmax, elementwise_bytes_per_token
 from trainrig.estimate.flops import hardware_flops_per_token, model_flops_per_token
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.memory import (
@@ -123,7 +123,7 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     gpu = compute + tp + cp + ep
     # The host issues every kernel; when that takes longer than the GPU needs to run them, the
     # GPU waits: the difference is launch overhead on the critical path.
-    forward_kernels, backward_kernels = _kernels_per_layer(x)
+    forward_kernels, backward_kernels = _kernels_per_layer(x, p)
     # + embedding, logits and loss: ~8 kernels forward, ~12 backward
     host_fwd = (layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6
     host_bwd = (layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6
@@ -196,7 +196,7 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
     """Average forward, backward and recompute time of one transformer layer (GPU side)."""
     moe_fraction = x.n_moe_layers / x.n_layers
     attention_fwd, attention_bwd = attention_time_s(tokens, x.n_heads / x.tp, x, p)
-    elementwise_bytes = p.elementwise_traffic_factor * elementwise_bytes_per_token(x) / x.n_layers
+    elementwise_bytes = p.elementwise_traffic_factor * elementwise_bytes_per_token(x, p) / x.n_layers
     elementwise_fwd = tokens * elementwise_bytes / (x.hbm_bandwidth_gbs * 1e9)
     elementwise_fwd = elementwise_fwd + _qlora_dequant_s(x)
     gemm_fwd, gemm_bwd = (gemm["attention"][i] + (1 - moe_fraction) * gemm["dense_mlp"][i]
@@ -227,18 +227,21 @@ def _logits_times_s(x: Inputs, tokens, gemm):
     return forward + loss / 2, backward + loss / 2
 
 
-def _kernels_per_layer(x: Inputs):
+def _kernels_per_layer(x: Inputs, p: ModelParameters):
     """Kernels one layer launches per micro-batch: (forward, backward + recomputation).
 
     Forward: 2 norms, 4 GEMMs, rotary (q and k), attention (1 fused kernel; unfused: 2 batched
-    GEMMs, softmax, dropout), 2 residual adds, the activation, and the TP collectives (2, or 4 with
-    sequence parallelism). Backward: every forward kernel's gradient, plus the weight-gradient
-    GEMMs (4 per layer; the attention GEMMs have 2 gradient GEMMs each).
+    GEMMs, softmax, dropout; an eager softmax is 4 more: upcast, scale, mask, downcast), 2 residual
+    adds, the activation, and the TP collectives (2, or 4 with sequence parallelism). Backward:
+    every forward kernel's gradient, plus the weight-gradient GEMMs (4 per layer; the attention
+    GEMMs have 2 gradient GEMMs each). Eager elementwise work (norms, rotary, residual adds,
+    activation) takes `eager_elementwise_factor` kernels per fused one.
     """
-    attention = np.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout)
+    attention = np.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout + 4.0 * eager_softmax(x))
     tp_collectives = np.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel_active), 0.0)
     moe = 8.0 * x.n_moe_layers / x.n_layers  # router GEMM, top-k, permute, unpermute, grouped GEMMs
-    forward = 2 + 4 + 2 * x.rope + attention + 2 + 1 + tp_collectives + moe
+    elementwise = (2 + 2 * x.rope + 2 + 1) * np.where(x.fused_kernels > 0, 1.0, p.eager_elementwise_factor)
+    forward = 4 + attention + elementwise + tp_collectives + moe
     backward = forward + 4 + np.where(x.flash_attention > 0, 1.0, 2.0)
     recompute = np.where(x.recompute == 2, forward, 0.0)
     return forward, backward + recompute

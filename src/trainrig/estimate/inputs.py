@@ -67,6 +67,8 @@ class Inputs:
     recompute: Any
     sequence_parallel: Any
     flash_attention: Any
+    flash_attention_version: Any  # 1 or 2 (see TrainingSpec)
+    fused_kernels: Any  # 1 = fused elementwise kernels, 0 = eager (see TrainingSpec)
     dropout: Any
     activation_bytes: Any  # bytes per activation element (2 for 16-bit, 4 for fp32)
     weight_bytes: Any
@@ -185,7 +187,8 @@ def _training_fields(job: Job) -> dict[str, float]:
         global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, dp=t.dp_degree, vpp=t.vpp,
         zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
         sequence_parallel=float(t.sequence_parallel),
-        flash_attention=float(t.flash_attention), dropout=float(t.dropout),
+        flash_attention=float(t.flash_attention), flash_attention_version=float(t.flash_attention_version),
+        fused_kernels=float(t.fused_kernels), dropout=float(t.dropout),
         activation_bytes=2 if mixed else 4, weight_bytes=2 if mixed else 4,
         # gradients are accumulated and reduced in fp32 by default (Megatron's main_grad, PyTorch
         # AMP, FSDP reduce_dtype): 4 bytes; MODELING.md's 18 B/param for Megatron.

@@ -22,7 +22,7 @@ class ModelParameters:
     (median of the measured entries in stas00/ml-engineering's MAMF table: 0.52–0.97)."""
     fp8_matmul_ratio: float = 0.88
     """fp8 best-shape GEMM efficiency relative to bf16's: H100 70.9% vs 80.3% (MAMF table)."""
-    sustained_matmul_fraction: float = 0.72
+    sustained_matmul_fraction: float = 0.75
     """Share of the isolated best-shape GEMM rate that GEMMs sustain inside a training step: clocks
     drop under sustained full-board power, caches are cold, communication kernels share the SMs.
     Fitted on the bundled measured runs (docs/accuracy.md)."""
@@ -38,6 +38,11 @@ class ModelParameters:
     """FlashAttention forward+backward rate as a fraction of the dense peak, for GPUs whose catalog
     entry has no measured `attention_efficiency` (FlashAttention-2: 73% on A100, 34% on H100;
     Dao 2023 §4.1)."""
+    flash1_relative_speed: float = 0.55
+    """FlashAttention-1-class kernels' rate relative to FlashAttention-2's on the same GPU. Dao 2023
+    §4.1 measures FlashAttention-2 1.3–2.5× faster than FlashAttention in Triton (geometric mean
+    1.8) and 1.7–3.0× faster than FlashAttention-1 in CUDA, which the Triton port's docstring puts
+    slightly ahead of itself forward+backward (flash_attn/flash_attn_triton.py)."""
 
     # --- memory-bound work ----------------------------------------------------------------------
     memory_efficiency: float = 0.85
@@ -45,7 +50,13 @@ class ModelParameters:
     85–92% for copy/triad on A100/H100; MODELING.md)."""
     elementwise_traffic_factor: float = 1.0
     """Memory traffic of real elementwise kernels over the minimum (each tensor read and written
-    once per op): unfused eager ops re-read their inputs (e.g. RMSNorm as pow, mean, rsqrt, mul)."""
+    once per op), for fused kernels."""
+    eager_elementwise_factor: float = 3.0
+    """How many times more kernels, and HBM traffic, eager PyTorch spends on the elementwise work
+    than fused kernels: an eager RMSNorm is pow, mean, rsqrt-multiply and weight-multiply, four
+    kernels reading 4 and writing 3 activations where the fused one reads 1 and writes 1 (3.5×);
+    SwiGLU as silu then multiply reads 3 and writes 2 where fused reads 2 and writes 1 (1.7×);
+    rotary through complex views and a multiply ~3×. Counted from torchtitan's eager modules."""
 
     # --- fixed costs ----------------------------------------------------------------------------
     kernel_launch_us: float = 70.0

@@ -51,6 +51,12 @@ class TrainingSpec(FrozenSpec):
     """Megatron sequence parallelism: norms and dropout split over the TP group too."""
     flash_attention: bool = True
     """Fused attention that never stores the s × s score matrix."""
+    flash_attention_version: Literal[1, 2] = 2
+    """Generation of that fused kernel: 2 = FlashAttention-2 or later (also PyTorch SDPA's flash
+    backend); 1 = FlashAttention-1 and its Triton ports (e.g. llm-foundry's `attn_impl: triton`)."""
+    fused_kernels: bool = True
+    """Norms, activations and rotary embeddings run as fused kernels (Megatron/Apex, torch.compile,
+    Liger); false = eager PyTorch, one kernel per elementwise op (e.g. torchtitan without compile)."""
     optimizer: Literal["adamw", "adam8bit", "sgd", "adafactor"] = "adamw"
     """Optimizer; decides the bytes of state per trainable parameter."""
     method: Literal["full", "lora", "qlora"] = "full"
