@@ -30,6 +30,7 @@ SEARCH_SPACE = {
     "default_attention_efficiency": (0.2, 1.0),
     "elementwise_traffic_factor": (1.0, 5.0),
     "kernel_launch_us": (2.0, 120.0),
+    "host_gpu_overlap_exponent": (1.5, 12.0),
     "collective_overhead_us": (5.0, 400.0),
     "step_overhead_s": (0.0, 0.1),
     "dp_overlap_fraction": (0.2, 1.0),

@@ -59,10 +59,18 @@ class ModelParameters:
     rotary through complex views and a multiply ~3×. Counted from torchtitan's eager modules."""
 
     # --- fixed costs ----------------------------------------------------------------------------
-    kernel_launch_us: float = 70.0
+    kernel_launch_us: float = 66.67
     """Host time per GPU kernel in an eager framework: Python, dispatcher, autograd and module
     hooks plus the CUDA launch itself (~5 µs of it). When the GPU work of a kernel is shorter, the
-    step waits on the CPU. Fitted on the small-model runs of the bundled set."""
+    step waits on the CPU. Fitted on the small-model runs of the bundled set, with
+    `host_gpu_overlap_exponent`."""
+    host_gpu_overlap_exponent: float = 3.209
+    """How well the host's kernel issue overlaps the GPU's execution within a pass: the pass takes
+    the k-norm (host^k + gpu^k)^(1/k) of the two totals; k = ∞ would be the slower side alone.
+    A layer alternates runs of short kernels, where the host is the slower side, with long GEMMs,
+    where the GPU is; the launch queue lets one side run ahead only between synchronizations, so
+    the pass outlasts the slower total, most when the two are equal (+24% there, +3% at a 2:1
+    ratio). Fitted on the bundled small-model runs with `kernel_launch_us` (docs/accuracy.md)."""
     collective_overhead_us: float = 5.0
     """Fixed cost of one NCCL collective beyond the link latencies (launch, proxy, sync), the
     ~10–20 µs floor of small all-reduces in nccl-tests within one NVLink node."""
