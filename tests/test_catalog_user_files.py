@@ -66,3 +66,12 @@ def test_a_bad_user_entry_names_its_file_and_field(tmp_path):
 def test_a_missing_catalog_directory_is_an_error(tmp_path):
     with pytest.raises(TrainrigError, match="does not exist"):
         load_catalog((str(tmp_path / "nope"),))
+
+
+def test_exponent_numbers_in_yaml_are_floats_as_in_yaml_1_2():
+    from trainrig.catalog.yaml_text import load_yaml
+
+    data = load_yaml("a: 1.0e11\nb: 2e12\nc: -3.5E-2\nd: 7\ne: 1e\nf: '2e3'\ng: 1.5e+13\n")
+    assert data == {"a": 1.0e11, "b": 2e12, "c": -3.5e-2, "d": 7, "e": "1e", "f": "2e3", "g": 1.5e13}
+    assert isinstance(data["d"], int)
+

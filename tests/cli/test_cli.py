@@ -162,3 +162,12 @@ def test_validate_accepts_a_profile_for_the_users_own_runs(tmp_path):
     plain = json.loads(run("validate", str(case), "--json").stdout)["cases"][0]
     measured = json.loads(run("validate", str(case), "--json", "--profile", str(profile)).stdout)["cases"][0]
     assert measured["predicted"]["tokens_per_s_per_gpu"] < plain["predicted"]["tokens_per_s_per_gpu"]
+
+
+def test_a_job_file_with_tokens_in_exponent_notation_plans(tmp_path):
+    # PyYAML alone reads 1.0e9 as a string (YAML 1.1); trainrig reads it as the number it is
+    job = tmp_path / "job.yaml"
+    job.write_text("model: gpt3-125m\nhardware: {gpu: a100, n_gpus: 8}\n"
+                   "training: {seq_len: 1024, global_batch: 64, tokens: 1.0e9}\n")
+    plans = json.loads(run("plan", str(job), "--gpus", "a100", "--max-gpus", "8", "--json").stdout)
+    assert plans["plans"][0]["job"]["training"]["tokens"] == 1e9

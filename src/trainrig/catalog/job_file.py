@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from trainrig.catalog import Catalog, load_catalog
 from trainrig.catalog.models import resolve_model
+from trainrig.catalog.yaml_text import load_yaml
 from trainrig.errors import TrainrigError, from_validation_error
 from trainrig.specs import GPU, HardwareProfile, HardwareSpec, Job, Link, NetworkSpec, TrainingSpec
 
@@ -43,7 +44,7 @@ def read_job_file(path: str | Path) -> dict[str, Any]:
         raise TrainrigError("job", f"file {path} does not exist.")
     text = path.read_text()
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix == ".json" else load_yaml(text)
     except (yaml.YAMLError, json.JSONDecodeError) as error:
         kind = "JSON" if path.suffix == ".json" else "YAML"
         raise TrainrigError("job", f"{path} is not valid {kind} ({_where(error)}).") from None
@@ -280,7 +281,7 @@ def apply_change(mapping: Mapping[str, Any], change: str) -> dict[str, Any]:
     key, _, raw = change.partition("=")
     key = key.strip()
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw.strip()
     section, field = _change_target(key)

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 import yaml
 from pydantic import ValidationError
 
+from trainrig.catalog.yaml_text import load_yaml
 from trainrig.errors import TrainrigError, from_validation_error
 from trainrig.specs.base import CatalogEntry
 
@@ -126,7 +127,7 @@ def _read_sections_cached(dirs: tuple[str, ...]) -> dict[str, list[tuple[Path, d
 
 def _load_yaml(path: Path) -> dict[str, Any]:
     try:
-        content = yaml.safe_load(path.read_text()) or {}
+        content = load_yaml(path.read_text()) or {}
     except yaml.YAMLError as error:
         raise TrainrigError("catalog", f"{path} is not valid YAML ({_yaml_where(error)}).") from None
     if not isinstance(content, dict):

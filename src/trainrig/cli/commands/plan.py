@@ -11,6 +11,7 @@ import yaml
 from trainrig.answers import timed
 from trainrig.catalog.job_file import load_profile, read_job_file
 from trainrig.catalog.registry import build_section
+from trainrig.catalog.yaml_text import load_yaml
 from trainrig.cli.common import CatalogOption, JsonOption, console, err_console, print_json
 from trainrig.errors import TrainrigError
 from trainrig.plan import plan as run_plan
@@ -115,7 +116,7 @@ def load_offers_file(path: Path) -> list[Offer]:
     if not path.is_file():
         raise TrainrigError("offers", f"file {path} does not exist.")
     try:
-        content = yaml.safe_load(path.read_text()) or {}
+        content = load_yaml(path.read_text()) or {}
     except yaml.YAMLError:
         raise TrainrigError("offers", f"{path} is not valid YAML.") from None
     if not isinstance(content, dict) or not isinstance(content.get("offers"), list):
