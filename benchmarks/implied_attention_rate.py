@@ -16,7 +16,7 @@ import argparse
 import dataclasses
 
 from trainrig.catalog.cases import load_cases
-from trainrig.estimate.compute import attention_time_s
+from trainrig.estimate.compute import attention_time_s, flash_forward_flops
 from trainrig.estimate.core import evaluate
 from trainrig.estimate.inputs import inputs_from_job, stack_inputs
 from trainrig.estimate.params import DEFAULT_PARAMETERS
@@ -35,8 +35,7 @@ def _rate_fraction_of_peak(x, scale: float) -> float:
     tokens = x.micro_batch * x.seq_len / x.cp
     heads = x.n_heads / x.tp
     forward, backward = attention_time_s(tokens, heads, scaled, DEFAULT_PARAMETERS)
-    causal_keys = (x.seq_len + 1) / 2
-    flops = 4 * tokens * causal_keys * heads * x.head_dim * 3.5  # backward = 2.5 × forward
+    flops = flash_forward_flops(tokens, heads, x) * 3.5  # backward = 2.5 × forward
     return float(flops / (forward + backward) / (x.attention_peak_tflops * 1e12))
 
 

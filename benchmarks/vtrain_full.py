@@ -30,7 +30,7 @@ import numpy as np
 
 from trainrig.catalog.cases import load_cases
 from trainrig.catalog.job_file import job_to_mapping, load_job
-from trainrig.estimate.core import _kernels_per_layer, evaluate
+from trainrig.estimate.core import _kernels_per_layer, evaluate, host_issue_s
 from trainrig.estimate.inputs import inputs_from_job, stack_inputs
 from trainrig.estimate.params import DEFAULT_PARAMETERS
 
@@ -93,11 +93,9 @@ def main() -> None:
     if args.groups:
         keys = [(r["tp"], r["micro_batch"], r["hidden"]) for r in rows]
         _print_groups("(tp, micro-batch, hidden): mean error of tokens/s", keys, list(error_pct))
-    forward, backward = _kernels_per_layer(x, params)
-    layers = np.asarray(x.n_layers / x.pp)
     micro = np.array([r["global_batch"] // (r["micro_batch"] * r["dp"]) for r in rows])
-    # per micro-batch: the host's issue time (as core.py counts it) and the GPU's busy time
-    host_s = (layers * (forward + backward) + 20) * params.kernel_launch_us * 1e-6
+    # per micro-batch: the host's issue time and the GPU's busy time
+    host_s = sum(host_issue_s(x, params))
     parts = out.step_parts_s
     gpu_s = sum(np.asarray(parts[name]) for name in ("compute", "tp_comm", "cp_comm", "ep_comm")) / micro
     gpu_over_host = gpu_s / host_s
@@ -106,6 +104,7 @@ def main() -> None:
         keys = [f"{edges[i]:4.2f}-{edges[i + 1]:4.2f}" for i in np.digitize(gpu_over_host, edges) - 1]
         _print_groups("predicted gpu/host time of a micro-batch: mean error of tokens/s", keys, list(error_pct))
     if args.host_bound:
+        forward, backward = _kernels_per_layer(x, params)
         kernels = np.asarray(forward + backward) * np.asarray(x.n_layers)
         per_kernel_us = measured_s / micro / kernels * 1e6
         bound = (gpu_over_host < 0.5) & (np.array([r["pp"] for r in rows]) == 1)

@@ -17,8 +17,8 @@ import numpy as np
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
 
-__all__ = ["gemm_time_s", "tile_efficiency", "attention_time_s", "elementwise_bytes_per_token", "eager_softmax",
-           "GemmBatch",
+__all__ = ["gemm_time_s", "tile_efficiency", "attention_time_s", "flash_forward_flops", "elementwise_bytes_per_token",
+           "eager_softmax", "eager_elementwise_scale", "GemmBatch",
            "linear_time_s"]
 
 # (rows, cols) of output tiles cuBLAS/CUTLASS commonly pick from for 16-bit GEMMs.
@@ -90,6 +90,20 @@ def linear_time_s(tokens, fan_in, fan_out, x: Inputs, p: ModelParameters, weight
     return t[forward], t[input_grad] + np.where(weight_grads, t[weight_grad], 0.0)
 
 
+def flash_forward_flops(tokens_q, heads, x: Inputs):
+    """FLOPs a flash-attention forward executes: QKᵀ and attention·V over the keys each query
+    sees, with fully masked blocks skipped (causal ≈ half; a sliding window sees the window)."""
+    keys = np.minimum(x.seq_len, x.context_len_cap)
+    causal_keys = np.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
+    return 4 * tokens_q * causal_keys * heads * x.head_dim
+
+
+def eager_elementwise_scale(x: Inputs, p: ModelParameters):
+    """Kernels and bytes of the elementwise work relative to fused kernels: 1, or
+    `eager_elementwise_factor` where it runs as eager PyTorch ops."""
+    return np.where(x.fused_kernels > 0, 1.0, p.eager_elementwise_factor)
+
+
 def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
     """Forward and backward time of the attention core for one micro-batch on one GPU.
 
@@ -103,18 +117,16 @@ def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
     """
     keys = np.minimum(x.seq_len, x.context_len_cap)
     batch_heads = x.micro_batch * heads
-    # flash: one block of 128 queries per unit at a time; causal masking skips half the keys
+    # flash: one block of 128 queries per unit at a time
     blocks = batch_heads * np.ceil(tokens_q / x.micro_batch / 128)
     waves = np.ceil(blocks / x.compute_units)
     occupancy = blocks / (waves * x.compute_units)
-    causal_keys = np.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
-    flash_forward_flops = 4 * tokens_q * causal_keys * heads * x.head_dim
     # the GPU's measurement is for head dim 128; the score GEMMs' reduction depth is the head dim,
     # so other widths scale by the same K/(K + k_overhead) depth factor as any GEMM
     depth = (x.head_dim / (x.head_dim + p.gemm_k_overhead)) / (128 / (128 + p.gemm_k_overhead))
     kernel = np.where(x.flash_attention_version < 2, p.flash1_relative_speed, depth)
     rate = x.attention_peak_tflops * 1e12 * x.attention_efficiency * occupancy * kernel
-    flash_forward = flash_forward_flops / rate
+    flash_forward = flash_forward_flops(tokens_q, heads, x) / rate
     flash_backward = 2.5 * flash_forward
     # unfused: two batched GEMMs forward, four backward
     queries = tokens_q / x.micro_batch
@@ -163,9 +175,9 @@ def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
     keys = np.minimum(x.seq_len, x.context_len_cap)
     scores = (1 - x.flash_attention) * x.n_heads / x.tp * keys
     softmax_bytes = scores * np.where(eager_softmax(x) > 0, EAGER_SOFTMAX_BYTES_PER_SCORE, 2 * e)
-    softmax = scores * 3 * x.dropout
-    eager = np.where(x.fused_kernels > 0, 1.0, p.eager_elementwise_factor)
-    per_layer = eager * (norms_and_residuals + rotary) + softmax
+    attention_dropout = scores * 3 * x.dropout  # mask and output
+    eager = eager_elementwise_scale(x, p)
+    per_layer = eager * (norms_and_residuals + rotary) + attention_dropout
     total = x.n_layers * per_layer + eager * (dense_layers * dense_act + x.n_moe_layers * moe_act)
     total = total + x.n_moe_layers * moe_permute
     # fp8: each GEMM input is cast (read 2 bytes, write 1) before the GEMM (Micikevicius et al. 2022)

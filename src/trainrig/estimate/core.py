@@ -15,7 +15,13 @@ from typing import Any
 import numpy as np
 
 from trainrig.estimate import collectives as comm
-from trainrig.estimate.compute import GemmBatch, attention_time_s, eager_softmax, elementwise_bytes_per_token
+from trainrig.estimate.compute import (
+    GemmBatch,
+    attention_time_s,
+    eager_elementwise_scale,
+    eager_softmax,
+    elementwise_bytes_per_token,
+)
 from trainrig.estimate.flops import hardware_flops_per_token, model_flops_per_token
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.memory import (
@@ -124,10 +130,7 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     # The host issues every kernel while the GPU runs earlier ones; the overlap is imperfect, so
     # the pass outlasts the GPU's own time, by most when host and GPU need about as long: that
     # excess is launch overhead on the critical path.
-    forward_kernels, backward_kernels = _kernels_per_layer(x, p)
-    # + embedding, logits and loss: ~8 kernels forward, ~12 backward
-    host_fwd = (layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6
-    host_bwd = (layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6
+    host_fwd, host_bwd = host_issue_s(x, p)
     host = host_fwd + host_bwd
     launch_overhead = np.maximum(_overlapped_s(host, gpu, p.host_gpu_overlap_exponent) - gpu, 0.0)
     elapsed = compute + launch_overhead
@@ -144,6 +147,15 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
         "ep_comm": ep,
         "launch_bound_fraction": np.where(host > gpu, 1 - gpu / host, 0.0),
     }
+
+
+def host_issue_s(x: Inputs, p: ModelParameters):
+    """Host time to issue one micro-batch's kernels on one GPU: (forward, backward + recompute)."""
+    forward_kernels, backward_kernels = _kernels_per_layer(x, p)
+    layers = x.n_layers / x.pp
+    # + embedding, logits and loss: ~8 kernels forward, ~12 backward
+    return ((layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6,
+            (layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6)
 
 
 def _overlapped_s(host, gpu, exponent: float):
@@ -249,7 +261,7 @@ def _kernels_per_layer(x: Inputs, p: ModelParameters):
     attention = np.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout + 4.0 * eager_softmax(x))
     tp_collectives = np.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel_active), 0.0)
     moe = 8.0 * x.n_moe_layers / x.n_layers  # router GEMM, top-k, permute, unpermute, grouped GEMMs
-    elementwise = (2 + 2 * x.rope + 2 + 1) * np.where(x.fused_kernels > 0, 1.0, p.eager_elementwise_factor)
+    elementwise = (2 + 2 * x.rope + 2 + 1) * eager_elementwise_scale(x, p)
     forward = 4 + attention + elementwise + tp_collectives + moe
     backward = forward + 4 + np.where(x.flash_attention > 0, 1.0, 2.0)
     recompute = np.where(x.recompute == 2, forward, 0.0)
