@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from trainrig.catalog.registry import Resolved, Section, build_section, catalog_dirs, read_sections
-from trainrig.specs import CPU, GPU, HostMemory, Link, ModelPreset, Offer, Storage
+from trainrig.specs import CPU, GPU, FrameworkSpec, HostMemory, Link, ModelPreset, Offer, Storage
 
 __all__ = ["Catalog", "load_catalog", "get_gpu", "get_link", "Resolved", "Section"]
 
@@ -22,6 +22,7 @@ class Catalog:
     storage: Section[Storage]
     models: Section[ModelPreset]
     offers: Section[Offer]
+    frameworks: Section[FrameworkSpec]
 
 
 def load_catalog(extra_dirs: tuple[str, ...] = ()) -> Catalog:
@@ -40,6 +41,7 @@ def _load(dirs) -> Catalog:
         storage=build_section("storage", "hardware.storage", Storage, raw.get("storage", [])),
         models=build_section("model", "model", ModelPreset, raw.get("models", [])),
         offers=build_section("offer", "offers", Offer, raw.get("offers", [])),
+        frameworks=build_section("framework", "training.framework", FrameworkSpec, raw.get("frameworks", [])),
     )
 
 

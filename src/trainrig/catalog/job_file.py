@@ -68,9 +68,10 @@ def load_job(source: str | Path | Mapping[str, Any], extra_dirs: tuple[str, ...]
     model, model_note = resolve_model(data["model"], tuple(extra_dirs))
     hardware, notes = _hardware(data["hardware"], catalog)
     training = _training(data.get("training") or {})
+    framework = _lookup(catalog.frameworks, training.framework, "training.framework").entry
     notes = ([model_note] if model_note else []) + notes
     try:
-        return Job(model=model, hardware=hardware, training=training, notes=tuple(notes))
+        return Job(model=model, hardware=hardware, training=training, framework=framework, notes=tuple(notes))
     except ValidationError as error:
         raise from_validation_error(error) from None
 

@@ -25,12 +25,14 @@ from trainrig.estimate.compute import (
 from trainrig.estimate.flops import hardware_flops_per_token, model_flops_per_token
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.memory import (
+    activation_bytes_per_layer,
+    in_flight_layers,
     local_parameter_counts,
-    lora_parameters_per_layer,
-    memory_breakdown_bytes,
-    memory_fit,
+    memory_state,
+    trainable_parameter_counts,
 )
 from trainrig.estimate.params import ModelParameters
+from trainrig.units import GIB
 
 __all__ = ["evaluate", "Outputs", "STEP_PARTS", "MEMORY_PARTS"]
 
@@ -56,6 +58,10 @@ class Outputs:
     hardware_tflops_per_gpu: Any
     mfu: Any
     host_ram_gb_per_node: Any
+    memory_allocated_bytes: Any  # peak of the tensors the allocator hands out
+    memory_reserved_bytes: Any  # what the caching allocator holds from the driver at that peak
+    memory_paged_bytes: Any  # paged optimizer states (unified memory, outside the allocator)
+    memory_peak_phase: Any  # 0 = end of forward, 1 = end of backward
     gpu_busy_s: Any  # GPU-side time per step (what host-side work can hide under)
     launch_bound_fraction: Any  # share of micro-batch compute set by host launch speed, not the GPU
 
@@ -67,6 +73,9 @@ def evaluate(x: Inputs, p: ModelParameters) -> Outputs:
 
 
 def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
+    memory_x = x
+    # time runs at the padded length of a micro-batch; memory peaks at the longest sample (seq_len)
+    x = x.with_values(seq_len=x.compute_seq_len)
     micro = _micro_batch(x, p)
     m = x.micro_batches
     per_micro = micro["compute"] + micro["launch_overhead"] + micro["tp_comm"] + micro["cp_comm"] + micro["ep_comm"]
@@ -83,14 +92,16 @@ def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
     optimizer_s, offload_s = _optimizer_s(x, p)
     gpu_busy = sum(parts.values()) + optimizer_s
     parts["data_loading"] = _data_loading_exposed_s(x, p, gpu_busy)
-    parts["host_transfer"] = _host_transfer_exposed_s(x, gpu_busy) + offload_s
+    parts["host_transfer"] = _host_transfer_exposed_s(x, gpu_busy) + offload_s + _offload_exposed_s(x, p, micro)
     parts["checkpoint"] = _checkpoint_s(x)
     parts["other"] = optimizer_s + p.step_overhead_s
     step = sum(parts.values())
 
-    memory = memory_breakdown_bytes(x, p)
-    total_memory, _, fits = memory_fit(x, p, memory)
-    tokens_per_s = x.global_batch * x.seq_len / step
+    state = memory_state(memory_x, p)
+    memory = {k: state[k] for k in MEMORY_PARTS}
+    total_memory = state["device"]
+    fits = total_memory <= memory_x.memory_gib * GIB * (1 - p.fit_headroom_fraction)
+    tokens_per_s = x.global_batch * x.real_seq_len / step
     n_gpus = x.tp * x.pp * x.cp * x.dp
     model_fpt = model_flops_per_token(x)
     hardware_fpt = hardware_flops_per_token(x)
@@ -107,7 +118,11 @@ def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
         model_tflops_per_gpu=model_tflops,
         hardware_tflops_per_gpu=hardware_fpt * tokens_per_s / n_gpus / 1e12,
         mfu=model_tflops / x.mfu_peak_tflops,
-        host_ram_gb_per_node=_host_ram_gb(x, p),
+        host_ram_gb_per_node=_host_ram_gb(memory_x, p),
+        memory_allocated_bytes=state["allocated"],
+        memory_reserved_bytes=state["reserved"],
+        memory_paged_bytes=state["paged"],
+        memory_peak_phase=state["phase"],
         gpu_busy_s=gpu_busy,
         launch_bound_fraction=micro["launch_bound_fraction"],
     )
@@ -234,10 +249,11 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
 
 
 def _qlora_dequant_s(x: Inputs):
-    """QLoRA dequantizes each frozen 4-bit weight to 16 bits before every use (read ½, write 2 B)."""
+    """A quantized base is dequantized to 16 bits before every use (bitsandbytes and torchao
+    dequantize, then run a 16-bit GEMM): read its storage, write 2 bytes per weight."""
     dense, experts = local_parameter_counts(x)
     per_layer = (dense + experts) / (x.n_layers / x.pp)
-    return np.where(x.method == 2, per_layer * 2.5 / (x.hbm_bandwidth_gbs * 1e9), 0.0)
+    return np.where(x.quantized > 0, per_layer * (x.frozen_weight_bytes + 2) / (x.hbm_bandwidth_gbs * 1e9), 0.0)
 
 
 def _logits_times_s(x: Inputs, tokens, gemm):
@@ -262,8 +278,12 @@ def _kernels_per_layer(x: Inputs, p: ModelParameters):
     tp_collectives = np.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel_active), 0.0)
     moe = 8.0 * x.n_moe_layers / x.n_layers  # router GEMM, top-k, permute, unpermute, grouped GEMMs
     elementwise = (2 + 2 * x.rope + 2 + 1) * eager_elementwise_scale(x, p)
-    forward = 4 + attention + elementwise + tp_collectives + moe
-    backward = forward + 4 + np.where(x.flash_attention > 0, 1.0, 2.0)
+    # each adapted linear adds its two small GEMMs and the scaled add (+ dropout); backward twice that
+    adapted = np.where(x.method > 0, x.lora_q + x.lora_k + x.lora_v + x.lora_o + x.lora_gate + x.lora_up
+                       + x.lora_down, 0.0)
+    adapter_forward = adapted * (3 + x.lora_dropout)
+    forward = 4 + attention + elementwise + tp_collectives + moe + adapter_forward
+    backward = forward + adapter_forward + 4 + np.where(x.flash_attention > 0, 1.0, 2.0)
     recompute = np.where(x.recompute == 2, forward, 0.0)
     return forward, backward + recompute
 
@@ -327,9 +347,7 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     Gradient accumulation amortizes the once-per-step traffic over m micro-batches.
     """
     dense, experts = local_parameter_counts(x)
-    adapters = lora_parameters_per_layer(x) * x.n_layers / x.pp / x.tp
-    trainable_dense = np.where(x.method == 0, dense, adapters)
-    trainable_expert = np.where(x.method == 0, experts, 0.0)
+    trainable_dense, trainable_expert = trainable_parameter_counts(x)
     dense_group = comm.GroupLinks(x.dp * x.cp, x.tp, x, p)
     expert_group = comm.GroupLinks(np.maximum(x.dp * x.cp / x.ep, 1.0), x.tp * x.cp * x.ep, x, p)
 
@@ -365,17 +383,33 @@ def _optimizer_s(x: Inputs, p: ModelParameters):
     """The optimizer step streams its states through HBM (fused Adam: grads, fp32 master, m, v in,
     master, m, v and 16-bit weights out) — or, with ZeRO-Offload, through host memory, after the
     gradients go down and the weights come back over PCIe (Ren et al. 2021 §4)."""
-    dense, experts = local_parameter_counts(x)
-    adapters = lora_parameters_per_layer(x) * x.n_layers / x.pp / x.tp
-    trainable = np.where(x.method == 0, dense + experts, adapters)
+    trainable = sum(trainable_parameter_counts(x))
     shard = np.where(x.zero >= 1, x.dp * x.cp, 1.0)
     local = trainable / shard
     on_gpu = local * x.optimizer_rw_bytes / (x.hbm_bandwidth_gbs * 1e9)
     host_share = x.host_memory_bandwidth_gbs / x.gpus_per_node
     on_cpu = local * x.optimizer_rw_bytes / (np.nan_to_num(host_share, nan=50.0) * 1e9)
     transfers = local * (x.grad_bytes + x.weight_bytes) / (x.pcie_bandwidth_gbs * 1e9)
-    offloaded = x.offload > 0
+    offloaded = (x.offload == 1) | (x.offload == 3)
     return np.where(offloaded, on_cpu, on_gpu), np.where(offloaded, transfers, 0.0)
+
+
+def _offload_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
+    """Traffic to host memory (or NVMe) that outlasts the compute it overlaps with, per step.
+
+    Offloaded parameters are fetched for forward and again for backward (ZeRO-Infinity, FSDP
+    cpu_offload), prefetched a layer ahead; offloaded activations go out during forward and come
+    back during backward on a side stream (torchtune activation offloading)."""
+    dense, experts = local_parameter_counts(x)
+    shard = np.where(x.zero >= 3, x.dp * x.cp, 1.0)
+    link_gbs = np.where(x.offload_nvme > 0, np.fmin(x.pcie_bandwidth_gbs, x.storage_read_gbs), x.pcie_bandwidth_gbs)
+    params_s = 2 * (dense + experts) * x.weight_bytes / shard / (link_gbs * 1e9)  # this GPU's shard, twice
+    params_s = np.where(x.offload >= 2, params_s, 0.0)
+    saved, _ = activation_bytes_per_layer(x)
+    out_and_back = 2 * saved * in_flight_layers(x)
+    activations_s = np.where(x.activation_offload > 0, out_and_back / (x.pcie_bandwidth_gbs * 1e9), 0.0)
+    window = micro["forward"] + micro["backward"]
+    return x.micro_batches * np.maximum(params_s + activations_s - window, 0.0)
 
 
 def _host_transfer_exposed_s(x: Inputs, gpu_busy):
@@ -412,12 +446,19 @@ def _checkpoint_s(x: Inputs):
 
 
 def _host_ram_gb(x: Inputs, p: ModelParameters):
-    """Host RAM a node needs: one training process and its loader workers per GPU, offloaded
-    optimizer states, and a staging copy of the node's checkpoint shard."""
+    """Host RAM a node needs: one training process and its loader workers per GPU, what is
+    offloaded (optimizer states, weight shards, activations; NVMe offload still stages through
+    pinned host buffers, counted as a tenth), and a staging copy of the node's checkpoint shard."""
     per_gpu = p.host_ram_per_gpu_process_gb + x.loader_workers_per_gpu * p.host_ram_per_loader_worker_gb
     processes = x.gpus_per_node * per_gpu
     dense, experts = local_parameter_counts(x)
-    shard = np.where(x.zero >= 1, x.dp * x.cp, 1.0)
-    offloaded = np.where(x.offload > 0, (dense + experts) / shard * x.optimizer_bytes * x.gpus_per_node / 1e9, 0.0)
+    trainable = sum(trainable_parameter_counts(x))
+    shard_states = np.where(x.zero >= 1, x.dp * x.cp, 1.0)
+    shard_weights = np.where(x.zero >= 3, x.dp * x.cp, 1.0)
+    states = np.where((x.offload == 1) | (x.offload == 3), trainable / shard_states * x.optimizer_bytes, 0.0)
+    weights = np.where(x.offload >= 2, (dense + experts) / shard_weights * x.weight_bytes, 0.0)
+    saved, _ = activation_bytes_per_layer(x)
+    activations = np.where(x.activation_offload > 0, saved * in_flight_layers(x), 0.0)
+    offloaded = (np.where(x.offload_nvme > 0, 0.1, 1.0) * (states + weights) + activations) * x.gpus_per_node / 1e9
     staging = x.params_total * x.weight_bytes / x.n_nodes / 1e9
     return processes + offloaded + staging

@@ -8,7 +8,7 @@ import numpy as np
 
 from trainrig.estimate.core import MEMORY_PARTS, STEP_PARTS, Outputs, evaluate
 from trainrig.estimate.inputs import Inputs, inputs_from_job
-from trainrig.estimate.memory import GIB
+from trainrig.estimate.memory import GIB, PEAK_PHASES
 from trainrig.estimate.params import DEFAULT_PARAMETERS, ModelParameters
 from trainrig.estimate.result import RESOURCES, Estimate
 from trainrig.specs import Job
@@ -40,6 +40,12 @@ def estimate(
         fit_message=fit_message,
         memory_per_gpu_gib=row["memory_bytes"] / GIB,
         memory_capacity_gib=job.hardware.gpu.memory_gib,
+        memory_allocated_gib=row["memory_allocated_bytes"] / GIB,
+        memory_reserved_gib=row["memory_reserved_bytes"] / GIB,
+        memory_peak_phase=PEAK_PHASES[int(row["memory_peak_phase"])],
+        memory_limit_gib=job.hardware.gpu.memory_gib * (1 - params.fit_headroom_fraction),
+        memory_paged_gib=row["memory_paged_bytes"] / GIB,
+        assumptions=_assumptions(job),
         memory_breakdown_gib={k: row["memory"][k] / GIB for k in MEMORY_PARTS},
         step_time_s=row["step_time_s"],
         step_breakdown_s={k: row["step"][k] for k in STEP_PARTS},
@@ -100,6 +106,8 @@ def _row(out: Outputs, i: int) -> dict[str, Any]:
         "mfu": pick(out.mfu),
         "host_ram_gb_per_node": pick(out.host_ram_gb_per_node),
         "launch_bound_fraction": pick(out.launch_bound_fraction),
+        **{name: pick(getattr(out, name)) for name in (
+            "memory_allocated_bytes", "memory_reserved_bytes", "memory_paged_bytes", "memory_peak_phase")},
     }
 
 
@@ -151,7 +159,9 @@ def _config(job: Job) -> dict[str, Any]:
         "tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "dp": t.dp_degree, "vpp": t.vpp,
         "zero": t.zero, "recompute": t.recompute, "micro_batch": t.micro_batch,
         "global_batch": t.global_batch, "grad_accum": t.micro_batches, "seq_len": t.seq_len,
-        "precision": t.precision, "method": t.method,
+        "precision": t.precision, "method": t.method, "framework": t.framework,
+        "master_weights": t.master_weights, "quantization": t.base_quantization, "optimizer": t.optimizer,
+        "loss": t.loss, "packing": t.packing,
     }
 
 
@@ -161,6 +171,7 @@ def _warnings(job: Job, row: dict[str, Any]) -> list[str]:
     used = row["memory_bytes"] / GIB / hw.gpu.memory_gib
     if row["fits"] and used > 0.9:
         warnings.append(f"memory is {used:.0%} full: fragmentation may push it over; leave ~10% headroom")
+    warnings.extend(_framework_warnings(job))
     if t.tp > hw.gpus_per_node:
         warnings.append(f"tp={t.tp} spans nodes: every layer's all-reduces cross the network")
     if t.zero >= 2 and t.pp > 1:
@@ -174,6 +185,37 @@ def _warnings(job: Job, row: dict[str, Any]) -> list[str]:
     if t.sequence_parallel and t.tp == 1:
         warnings.append("sequence_parallel has no effect with tp=1")
     return warnings
+
+
+def _framework_warnings(job: Job) -> list[str]:
+    """Layouts the job's framework cannot run (the estimate is still made: another stack might)."""
+    t, fw = job.training, job.framework
+    missing = [what for what, needed, supported in (
+        ("tensor parallelism", t.tp > 1, fw.tensor_parallel), ("pipeline parallelism", t.pp > 1, fw.pipeline_parallel),
+        ("QLoRA", t.method == "qlora", fw.quantized_lora)) if needed and not supported]
+    return [f"{fw.name} does not support {what}" for what in missing]
+
+
+def _assumptions(job: Job) -> list[str]:
+    """What the estimate assumed that the job file did not state."""
+    t = job.training
+    given = t.model_fields_set
+    said = []
+    if "fused_kernels" not in given:
+        said.append("fused norm/activation kernels (fused_kernels: true)")
+    if t.flash_attention and "flash_attention_version" not in given:
+        said.append("FlashAttention-2-class attention kernel")
+    if "framework" not in given:
+        said.append("no framework-specific behaviour (framework: custom)")
+    if t.method == "full" and t.precision != "fp32" and "master_weights" not in given:
+        said.append("mixed precision with fp32 master weights and gradients")
+    if t.optimizer_in_backward is False and t.optimizer in ("adamw", "adam8bit", "sgd"):
+        said.append("a fused or per-tensor optimizer step (no temporaries beyond the states)")
+    framework = job.framework
+    said.append(f"{framework.name} keeps a persistent gradient buffer" if framework.persistent_grad_buffer
+                else "gradients freed between steps (zero_grad(set_to_none=True))")
+    said.append("data-parallel traffic overlapped with the backward (dp_overlap_fraction)")
+    return said
 
 
 def _unmodelled(job: Job) -> list[str]:

@@ -15,11 +15,20 @@ import numpy as np
 from trainrig.estimate.params import ModelParameters
 from trainrig.specs import Job, ModelSpec
 
-__all__ = ["Inputs", "inputs_from_job", "model_fields", "RECOMPUTE_CODE", "METHOD_CODE", "stack_inputs"]
+__all__ = ["Inputs", "inputs_from_job", "model_fields", "RECOMPUTE_CODE", "METHOD_CODE", "stack_inputs",
+           "QUANTIZED_WEIGHT_BYTES"]
 
 RECOMPUTE_CODE = {"none": 0.0, "selective": 1.0, "full": 2.0}
 METHOD_CODE = {"full": 0.0, "lora": 1.0, "qlora": 2.0}
-OFFLOAD_CODE = {"none": 0.0, "optimizer": 1.0}
+OFFLOAD_CODE = {"none": 0.0, "optimizer": 1.0, "parameters": 2.0, "all": 3.0}
+LOSS_CODE = {"full": 0.0, "chunked": 1.0, "fused_linear": 2.0}
+# Bytes per weight of a frozen base stored quantized, constants included (4 bits = 0.5 B):
+# NF4 keeps an fp32 absmax per block of 64 (+4/64 B); double quantization stores those as 8 bits
+# with an fp32 constant per 256 blocks (+(1 + 4/256)/64 B) (Dettmers et al. 2023, QLoRA §3);
+# LLM.int8 one byte plus an fp32 scale per row (Dettmers et al. 2022), negligible per weight;
+# GPTQ 4 bits plus a 16-bit scale and a 4-bit zero per group of 128 (Frantar et al. 2023; AutoGPTQ).
+QUANTIZED_WEIGHT_BYTES = {"nf4": 0.5 + 4 / 64, "nf4-double": 0.5 + (1 + 4 / 256) / 64, "int8": 1.0,
+                          "gptq-int4": 0.5 + (2 + 0.5) / 128}
 NAN = float("nan")
 
 
@@ -78,8 +87,33 @@ class Inputs:
     fp8: Any
     method: Any
     lora_rank: Any
-    frozen_weight_bytes: Any  # LoRA: 2 (bf16 base), QLoRA: ~0.516 (NF4 + double-quant)
-    offload: Any
+    frozen_weight_bytes: Any  # bytes per frozen layer-linear weight: 2 (16-bit), ~0.516 (NF4 + double quant) …
+    quantized: Any  # 1 when the frozen base is quantized (dequantized per use)
+    lora_q: Any  # 1 when the linear carries an adapter (see TrainingSpec.lora_targets)
+    lora_k: Any
+    lora_v: Any
+    lora_o: Any
+    lora_gate: Any
+    lora_up: Any
+    lora_down: Any
+    lora_dropout: Any  # 1 when the LoRA branch applies dropout (copies its input for backward)
+    train_embeddings: Any
+    master_weights: Any  # 1 = fp32 master copy (mixed precision); 0 = pure low precision
+    paged_optimizer: Any  # 1 = states in CUDA unified memory, outside the allocator
+    optimizer_in_backward: Any
+    loss_kind: Any  # 0 full, 1 chunked, 2 fused linear + cross-entropy
+    activation_offload: Any
+    offload: Any  # 0 none, 1 optimizer, 2 parameters, 3 all
+    offload_nvme: Any
+    real_seq_len: Any  # real tokens per sample (packing, or mean_seq_len)
+    compute_seq_len: Any  # tokens per sample as computed (padded to the longest in the micro-batch)
+    persistent_grad_buffer: Any  # framework facts (trainrig.specs.framework)
+    fsdp_unsharded_accumulation: Any
+    fsdp_frozen_params_get_grads: Any
+    fused_qkv_view_saved: Any
+    eager_norm_upcast: Any
+    swiglu_saves_activation: Any
+    quantized_linear_saves_input: Any
     pretokenized: Any
     checkpoint_interval_steps: Any  # inf when no checkpoints are modelled
     loader_workers_per_gpu: Any
@@ -169,19 +203,44 @@ def model_fields(m: ModelSpec) -> dict[str, float]:
     )
 
 
-# Bytes of optimizer state per trainable parameter, (mixed precision, pure fp32):
-# AdamW keeps fp32 master weights + m + v (Rajbhandari et al. 2020, ZeRO §3: 12 of the "16Ψ");
-# 8-bit Adam stores m and v in one byte each (Dettmers et al. 2022); SGD keeps momentum;
+# Optimizer moments per trainable parameter, in units of the moment's element (fp32 under mixed
+# precision or fp32 training, the training precision when pure low-precision): AdamW keeps m and v
+# (Rajbhandari et al. 2020, ZeRO §3: with the fp32 master copy, 12 of the "16Ψ"); 8-bit Adam
+# stores them in one byte each whatever the precision (Dettmers et al. 2022); SGD keeps momentum;
 # Adafactor keeps factored second moments only (Shazeer & Stern 2018), negligible per parameter.
-OPTIMIZER_STATE_BYTES = {"adamw": (12, 8), "adam8bit": (6, 2), "sgd": (8, 4), "adafactor": (4, 0)}
+OPTIMIZER_MOMENTS = {"adamw": 2, "paged_adamw": 2, "adam8bit": 0, "paged_adamw8bit": 0, "sgd": 1, "adafactor": 0}
+EIGHT_BIT_MOMENT_BYTES = {"adam8bit": 2, "paged_adamw8bit": 2}
 # Bytes the optimizer step streams per parameter (reads + writes of grads, states, master, weights).
-OPTIMIZER_STEP_BYTES = {"adamw": 34, "adam8bit": 22, "sgd": 22, "adafactor": 18}
+OPTIMIZER_STEP_BYTES = {"adamw": 34, "paged_adamw": 34, "adam8bit": 22, "paged_adamw8bit": 22, "sgd": 22,
+                        "adafactor": 18}
+
+
+def optimizer_state_bytes(t) -> float:
+    """Optimizer state per trainable parameter: the fp32 master copy of a mixed-precision full
+    fine-tune (LoRA adapters are themselves the fp32 copy under AMP), plus the moments: fp32 under
+    mixed precision, the training precision when training is pure, always fp32 for bitsandbytes'
+    32-bit paged AdamW (its state buffers are float32 whatever the parameters' dtype)."""
+    fp32 = t.precision == "fp32"
+    master = 4.0 if (t.master_weights and not fp32 and t.method == "full") else 0.0
+    moment_bytes = 4.0 if (t.master_weights or fp32 or t.optimizer == "paged_adamw") else 2.0
+    return master + OPTIMIZER_MOMENTS[t.optimizer] * moment_bytes + EIGHT_BIT_MOMENT_BYTES.get(t.optimizer, 0.0)
+
+
+def padded_seq_len(t) -> float:
+    """Tokens per sample as computed. Packed: seq_len. Unpacked: each micro-batch is padded to its
+    longest sample; with lengths spread evenly up to min(2·mean, seq_len), the expected longest of
+    b samples is that cap · b/(b+1) (the mean itself for one sample)."""
+    if t.packing or t.mean_seq_len is None:
+        return float(t.seq_len)
+    cap = min(2.0 * t.mean_seq_len, t.seq_len)
+    return max(float(t.mean_seq_len), cap * t.micro_batch / (t.micro_batch + 1))
 
 
 def _training_fields(job: Job) -> dict[str, float]:
-    t = job.training
+    t, fw = job.training, job.framework
     mixed = t.precision != "fp32"
-    state_mixed, state_fp32 = OPTIMIZER_STATE_BYTES[t.optimizer]
+    targets = t.lora_modules
+    quantization = t.base_quantization
     return dict(
         seq_len=t.seq_len, micro_batch=t.micro_batch,
         global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, dp=t.dp_degree, vpp=t.vpp,
@@ -191,13 +250,26 @@ def _training_fields(job: Job) -> dict[str, float]:
         fused_kernels=float(t.fused_kernels), dropout=float(t.dropout),
         activation_bytes=2 if mixed else 4, weight_bytes=2 if mixed else 4,
         # gradients are accumulated and reduced in fp32 by default (Megatron's main_grad, PyTorch
-        # AMP, FSDP reduce_dtype): 4 bytes; MODELING.md's 18 B/param for Megatron.
-        grad_bytes=4,
-        optimizer_bytes=state_mixed if mixed else state_fp32,
+        # AMP, FSDP reduce_dtype): 4 bytes; MODELING.md's 18 B/param for Megatron. Pure
+        # low-precision training keeps them in the training precision.
+        grad_bytes=4 if (t.master_weights or not mixed) else 2,
+        optimizer_bytes=optimizer_state_bytes(t),
         optimizer_rw_bytes=OPTIMIZER_STEP_BYTES[t.optimizer],
         fp8=float(t.precision == "fp8"), method=METHOD_CODE[t.method], lora_rank=t.lora_rank,
-        # QLoRA's NF4 with double quantization: 4 + 0.127 bits per parameter (Dettmers et al. 2023).
-        frozen_weight_bytes=(4 + 0.127) / 8 if t.method == "qlora" else 2,
+        frozen_weight_bytes=QUANTIZED_WEIGHT_BYTES.get(quantization, 2 if mixed else 4),
+        quantized=float(quantization != "none"),
+        **{f"lora_{name}": float(name in targets) for name in ("q", "k", "v", "o", "gate", "up", "down")},
+        lora_dropout=float(fw.lora_dropout > 0), train_embeddings=float(t.train_embeddings),
+        master_weights=float(t.master_weights and mixed), paged_optimizer=float(t.optimizer.startswith("paged")),
+        optimizer_in_backward=float(t.optimizer_in_backward), loss_kind=LOSS_CODE[t.loss],
+        activation_offload=float(t.activation_offload), offload_nvme=float(t.offload_device == "nvme"),
+        real_seq_len=float(t.real_seq_len), compute_seq_len=padded_seq_len(t),
+        persistent_grad_buffer=float(fw.persistent_grad_buffer),
+        fsdp_unsharded_accumulation=float(fw.fsdp_unsharded_accumulation),
+        fsdp_frozen_params_get_grads=float(fw.fsdp_frozen_params_get_grads),
+        fused_qkv_view_saved=float(fw.fused_qkv_view_saved), eager_norm_upcast=float(fw.eager_norm_upcast),
+        swiglu_saves_activation=float(fw.swiglu_saves_activation),
+        quantized_linear_saves_input=float(fw.quantized_linear_saves_input),
         offload=OFFLOAD_CODE[t.offload], pretokenized=float(t.data_format == "pretokenized"),
         checkpoint_interval_steps=float(t.checkpoint_interval_steps or np.inf),
         loader_workers_per_gpu=t.loader_workers_per_gpu,

@@ -1,10 +1,17 @@
-"""Memory per GPU: weights, gradients, optimizer states, activations and the rest.
+"""Memory per GPU at its peak: what is alive at the end of the forward, at the end of the backward.
 
 Sources: mixed-precision Adam's 16–18 bytes per parameter (Rajbhandari et al. 2020 ZeRO §3;
 Megatron-LM `theoretical_memory_usage.py`); activations per layer s·b·h·(34 + 5·a·s/h) bytes and
 their division under tensor and sequence parallelism and recomputation (Korthikanti et al. 2022,
 Table 2 and §4); the first pipeline stage holds up to p micro-batches under 1F1B and
-L·(1 + (p−1)/(p·v)) layers' worth under interleaving (ibid. §4.2.3). All vectorized over `Inputs`.
+L·(1 + (p−1)/(p·v)) layers' worth under interleaving (ibid. §4.2.3). Fine-tuning: frozen weights
+need no gradients and their linears save no inputs (PyTorch autograd saves a GEMM input only for
+the weight's gradient); QLoRA's NF4 storage (Dettmers et al. 2023). All vectorized over `Inputs`.
+
+The peak is the larger of two moments. At the end of the forward (the start of the backward) the
+saved activations and the loss's logits are alive, and gradients only where they outlive a step
+(accumulation over micro-batches, or a framework's persistent buffer). At the end of the backward
+every gradient is alive, the activations are gone but for the layer being processed.
 """
 
 from __future__ import annotations
@@ -15,26 +22,38 @@ from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
 from trainrig.units import GIB
 
-__all__ = ["local_parameter_counts", "activation_bytes_per_layer", "memory_breakdown_bytes", "memory_fit", "GIB"]
+__all__ = ["local_parameter_counts", "activation_bytes_per_layer", "memory_breakdown_bytes", "memory_fit",
+           "memory_state", "trainable_parameter_counts", "lora_parameters_per_layer", "GIB"]
 
+PEAK_PHASES = ("forward", "backward")
 
 
 def lora_parameters_per_layer(x: Inputs):
-    """Adapter parameters of one layer: rank·(fan_in + fan_out) for every linear (Hu et al. 2021)."""
+    """Adapter parameters of one layer: rank·(fan_in + fan_out) for every adapted linear (Hu et al.
+    2021). A plain (ungated) MLP has no gate: `gate` then means its first linear, like `up`."""
     q_width = x.n_heads * x.head_dim
     kv_width = x.kv_heads * x.head_dim
-    attention = (x.hidden + q_width) * 2 + (x.hidden + kv_width) * 2
-    mlp = x.mlp_matrices * (x.hidden + x.ffn_hidden)
+    attention = (x.lora_q * (x.hidden + q_width) + x.lora_k * (x.hidden + kv_width)
+                 + x.lora_v * (x.hidden + kv_width) + x.lora_o * (q_width + x.hidden))
+    gated = x.mlp_matrices == 3
+    first = np.where(gated, x.lora_gate + x.lora_up, np.maximum(x.lora_gate, x.lora_up))
+    mlp = (first + x.lora_down) * (x.hidden + x.ffn_hidden)
     return x.lora_rank * (attention + mlp)
+
+
+def _end_parameters(x: Inputs):
+    """Embedding and output head on this GPU's stage, split over TP (the first stage holds the
+    embedding, the last the head; we size the larger)."""
+    ends = np.where(x.pp > 1, np.maximum(x.params_embedding, x.params_head), x.params_embedding + x.params_head)
+    return ends / x.tp
 
 
 def local_parameter_counts(x: Inputs):
     """Parameters one GPU of the largest pipeline stage holds, before ZeRO sharding.
 
-    Returns (dense, expert, trainable_fraction_dense): dense = everything but routed experts,
-    divided by tensor parallelism (norms replicated); experts divided by ep·tp (expert tensor
-    parallelism follows tp, as Megatron-Core's default). The first stage also holds the embedding,
-    the last the output head; we size the larger of the two.
+    Returns (dense, expert): dense = everything but routed experts, divided by tensor parallelism
+    (norms replicated); experts divided by ep·tp (expert tensor parallelism follows tp, as
+    Megatron-Core's default).
     """
     layers = x.n_layers / x.pp
     moe_layers = x.n_moe_layers / x.pp
@@ -42,20 +61,41 @@ def local_parameter_counts(x: Inputs):
     per_layer = x.params_attention_per_layer / x.tp + x.params_norms_per_layer
     dense = layers * per_layer + dense_layers * x.params_dense_mlp_per_layer / x.tp
     dense = dense + moe_layers * x.params_moe_shared_per_layer / x.tp
-    ends = np.where(x.pp > 1, np.maximum(x.params_embedding, x.params_head), x.params_embedding + x.params_head)
-    dense = dense + ends / x.tp + x.params_norms_per_layer / 2  # + the final norm
+    dense = dense + _end_parameters(x) + x.params_norms_per_layer / 2  # + the final norm
     experts = moe_layers * x.n_experts * x.params_expert / (x.ep * x.tp)
     return dense, experts
 
 
+def trainable_parameter_counts(x: Inputs):
+    """(dense, expert) parameters that train on one GPU: all of them (full), or the adapters of its
+    layers, plus the embedding and head when they train beside them (LoRA/QLoRA)."""
+    dense, experts = local_parameter_counts(x)
+    adapters = lora_parameters_per_layer(x) * x.n_layers / x.pp / x.tp + x.train_embeddings * _end_parameters(x)
+    full = x.method == 0
+    return np.where(full, dense, adapters), np.where(full, experts, 0.0)
+
+
+def _frozen_base_bytes(x: Inputs, dense, experts):
+    """Bytes of the frozen base of a LoRA/QLoRA job on one GPU: the layers' linears at their storage
+    (quantized or 16-bit), norms, embedding and head at 16 bits (quantizers leave them alone)."""
+    ends = _end_parameters(x)
+    norms = x.params_norms_per_layer * (x.n_layers / x.pp + 0.5)
+    linears = dense - ends - norms + experts
+    unquantized = np.where(x.train_embeddings > 0, 0.0, ends) + norms
+    return linears * x.frozen_weight_bytes + unquantized * x.weight_bytes
+
+
 def activation_bytes_per_layer(x: Inputs, recompute_override=None):
-    """Activation bytes one layer saves for backward, for one micro-batch on one GPU.
+    """Activation bytes one layer saves for backward, for one micro-batch on one GPU:
+    (saved, the layer's whole set, which a full recompute rebuilds while it backpropagates).
 
     Korthikanti et al. 2022 §4.1 tensor by tensor, generalized to GQA, gated MLPs, no dropout and
     flash attention: norm inputs, GEMM inputs, Q/K/V, the attention output, the MLP's
     intermediate tensors; without flash attention the a·s² softmax output (+ dropout mask and
     output). Tensors outside the TP region (norm inputs, the inputs of QKV and FC1, dropout masks)
-    are replicated across TP ranks unless sequence parallelism splits them.
+    are replicated across TP ranks unless sequence parallelism splits them. A frozen linear saves
+    no input (only its weight's gradient would read it); an adapted one saves it for its adapter,
+    copied with a 1-byte mask when the LoRA branch applies dropout.
     """
     recompute = x.recompute if recompute_override is None else recompute_override
     e = x.activation_bytes
@@ -63,25 +103,51 @@ def activation_bytes_per_layer(x: Inputs, recompute_override=None):
     rep = np.where(x.sequence_parallel_active > 0, x.tp, 1.0)
     kv_width_local = x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0)
     q_width_local = x.n_heads * x.head_dim / x.tp
+    full = x.method == 0
+    gated = x.mlp_matrices == 3
     # With flash attention there are no scores for selective recompute to drop; it then redoes the
     # cheap elementwise ops instead (torchtitan's op-level policy): the norm outputs (QKV and FC1
     # inputs) and the MLP activation output are not kept.
     op_level = (recompute == 1) & (x.flash_attention > 0)
-    norm_outputs = np.where(op_level, 0.0, 2 * e)
-    replicated = (2 * e + norm_outputs + 2 * x.dropout) * x.hidden / rep  # norm in/outputs, masks
-    attention = e * (q_width_local + 2 * kv_width_local + q_width_local)  # Q, K, V, attention output
+    # a linear's input is kept when its weight trains, its adapter reads it, or a quantized
+    # linear's backward keeps it anyway
+    keeps_input = full | ((x.quantized > 0) & (x.quantized_linear_saves_input > 0))
+    attention_in = np.where(keeps_input, 1.0, np.maximum(np.maximum(x.lora_q, x.lora_k), x.lora_v))
+    mlp_in = np.where(keeps_input, 1.0, np.maximum(x.lora_gate, x.lora_up))
+    adapter_copy = np.where(full, 0.0, x.lora_dropout * (e + 1))  # dropout's output and mask
+
+    def linear_input(saved_for_weights):
+        """Bytes per element a linear's input costs: kept for its weight or adapter, and copied when
+        the adapter applies dropout."""
+        return saved_for_weights * (e + adapter_copy)
+
+    # eager upcasting norms keep the fp32 input and, when their scale trains, the normalized input
+    norm_in = np.where((x.fused_kernels > 0) | (x.eager_norm_upcast == 0), e, 4.0 + np.where(full, e, 0.0))
+    norm_outputs = np.where(op_level, 0.0, linear_input(attention_in) + linear_input(mlp_in))
+    replicated = (2 * norm_in + 2 * x.dropout) * x.hidden / rep + norm_outputs * x.hidden / rep
+    qkv = e * (q_width_local + 2 * kv_width_local)
+    attention = qkv + e * q_width_local  # Q, K, V and the attention output
+    attention = attention + x.fused_qkv_view_saved * e * (q_width_local + kv_width_local)  # whole QKV output kept
+    o_input = np.where(full, 0.0, x.lora_o * adapter_copy) * q_width_local  # o reads the attention output
     keys = np.minimum(x.seq_len, x.context_len_cap)
     scores = (1 - x.flash_attention) * (e + x.dropout * (1 + e)) * x.n_heads / x.tp * keys
     scores = np.where(recompute >= 1, 0.0, scores)  # selective recompute drops exactly these
     lse = x.flash_attention * 4 * x.n_heads / x.tp  # fp32 log-sum-exp per query and head
-    dense_mlp = e * (x.mlp_matrices - op_level) * x.ffn_hidden / x.tp
+    # MLP: the activation's input(s) are always saved (gate and up for SwiGLU, fc1's output
+    # otherwise); the down projection's input only for its weight or adapter. Fused kernels
+    # recompute SwiGLU's product; eager ones keep silu(gate) as well.
+    activation_inputs = np.where(gated, 2.0, 1.0)
+    eager_extra = np.where(gated & ((x.fused_kernels == 0) | (x.swiglu_saves_activation > 0)), 1.0, 0.0)
+    down_input = np.where(full, 1.0 - op_level, np.where(keeps_input, 1.0, x.lora_down)
+                          + x.lora_down * x.lora_dropout * (1 + 1 / e))
+    dense_mlp = (e * (activation_inputs + eager_extra) + e * down_input) * x.ffn_hidden / x.tp
     moe_mlp = e * (x.top_k * (x.hidden + x.mlp_matrices * x.expert_ffn_hidden)
                    + x.n_shared_experts * x.mlp_matrices * x.shared_ffn_hidden) / x.tp
     moe_fraction = x.n_moe_layers / x.n_layers
     mlp = (1 - moe_fraction) * dense_mlp + moe_fraction * moe_mlp
-    full = tokens * (replicated + attention + scores + lse + mlp)
+    whole = tokens * (replicated + attention + o_input + scores + lse + mlp)
     layer_input = tokens * e * x.hidden / rep  # all that full recompute keeps
-    return np.where(recompute == 2, layer_input, full), tokens * (replicated + attention + scores + lse + mlp)
+    return np.where(recompute == 2, layer_input, whole), whole
 
 
 def in_flight_layers(x: Inputs):
@@ -93,63 +159,127 @@ def in_flight_layers(x: Inputs):
 
 
 def logits_bytes(x: Inputs, p: ModelParameters):
-    """Last stage: the logits and the loss's fp32 working copies at their peak, split over TP
-    (vocab-parallel cross-entropy)."""
+    """Last stage: the logits and the loss's working copies at their peak, split over TP.
+
+    Full cross-entropy keeps 16-bit logits, an fp32 upcast and the fp32 log-softmax at once;
+    chunked keeps the 16-bit logits of the whole micro-batch (eager: also each chunk's saved
+    log-softmax, in the same precision; a compiled loss recomputes it); a fused linear cross-entropy
+    (Liger, Unsloth) never builds the logits, only a chunk of about hidden/vocab of them at a time
+    (Liger's chunk size: tokens·hidden/vocab), i.e. ~hidden elements per token."""
     tokens = x.micro_batch * x.seq_len / x.cp
-    return tokens * x.vocab / x.tp * p.logits_bytes_per_element
+    chunked = x.activation_bytes * np.where(x.fused_kernels > 0, 1.0, 2.0)
+    per_element = np.where(x.loss_kind == 0, p.logits_bytes_per_element, chunked)
+    vocab_local = np.where(x.loss_kind == 2, np.minimum(x.hidden, x.vocab), x.vocab) / x.tp
+    return tokens * vocab_local * per_element
 
 
-def memory_breakdown_bytes(x: Inputs, p: ModelParameters):
-    """Bytes per GPU: dict with weights, gradients, optimizer, activations, other."""
+def memory_state(x: Inputs, p: ModelParameters) -> dict:
+    """Every term of the peak, and the peak itself: a dict of arrays (bytes per GPU).
+
+    Keys: `weights`, `optimizer`, `paged`, `gradients_backward`, `gradients_forward`,
+    `activations_forward`, `activations_backward`, `allocated`, `phase` (0 forward, 1 backward),
+    `reserved`, `device` (what nvidia-smi would show) and the parts at the peak."""
     dense, experts = local_parameter_counts(x)
+    trainable_dense, trainable_expert = trainable_parameter_counts(x)
     shard_dense = x.dp * x.cp
     shard_expert = np.maximum(x.dp * x.cp / x.ep, 1.0)
-    full_training = x.method == 0
-    # trainable parameters: all (full), or the adapters (LoRA/QLoRA) on this GPU's layers
-    adapters = lora_parameters_per_layer(x) * x.n_layers / x.pp / x.tp
-    trainable_dense = np.where(full_training, dense, adapters)
-    trainable_expert = np.where(full_training, experts, 0.0)
+    full = x.method == 0
 
-    def sharded(count_dense, count_expert, stage_threshold):
-        """Divide by the data-parallel group when the ZeRO stage shards this kind of state."""
-        on = x.zero >= stage_threshold
-        dense_part = np.where(on, count_dense / shard_dense, count_dense)
-        return dense_part + np.where(on, count_expert / shard_expert, count_expert)
+    def sharded(count_dense, count_expert, on):
+        """Divide by the data-parallel group where the ZeRO stage shards this kind of state."""
+        return np.where(on, count_dense / shard_dense + count_expert / shard_expert, count_dense + count_expert)
 
-    base_weight_bytes = np.where(full_training, x.weight_bytes, x.frozen_weight_bytes)
-    weights = base_weight_bytes * sharded(dense, experts, 3)
-    adapter_weights = np.where(full_training, 0.0, 4.0 * adapters)  # fp32 adapters (PEFT default)
-    # ZeRO-3 / FSDP gathers a layer (and prefetches the next) in full before using it
+    # weights: 16-bit copies (full) or the frozen base + adapters (LoRA/QLoRA), ZeRO-3 sharded;
+    # ZeRO-3/FSDP gathers a layer (and prefetches the next) in full before using it
+    fsdp = x.zero >= 3
+    frozen = _frozen_base_bytes(x, dense, experts) / np.where(fsdp, shard_dense, 1.0)
+    resident = np.where(full, x.weight_bytes * sharded(dense, experts, fsdp), frozen)
+    adapter_bytes = np.where(x.master_weights > 0, 4.0, x.weight_bytes)  # PEFT keeps adapters in fp32 under AMP
+    adapters = np.where(full, 0.0, adapter_bytes * sharded(trainable_dense, trainable_expert, fsdp))
+    params_offloaded = x.offload >= 2
+    resident = np.where(params_offloaded, 0.0, resident)
     layer_params = (dense + experts) / np.maximum(x.n_layers / x.pp, 1.0)
-    gathered = np.where(x.zero >= 3, 2 * layer_params * x.weight_bytes, 0.0)
-    weights = weights + adapter_weights + gathered
-    gradients = x.grad_bytes * sharded(trainable_dense, trainable_expert, 2)
-    optimizer = x.optimizer_bytes * sharded(trainable_dense, trainable_expert, 1)
-    optimizer = np.where(x.offload > 0, 0.0, optimizer)
+    gathered = np.where(fsdp | params_offloaded, 2 * layer_params * x.weight_bytes, 0.0)
+    weights = resident + adapters + gathered
 
-    saved, full_layer = activation_bytes_per_layer(x)
-    activations = saved * in_flight_layers(x)
-    # working set while recomputing/backpropagating one layer (full recompute rebuilds it whole)
-    activations = activations + np.where(x.recompute == 2, full_layer, 0.0)
-    last_stage = saved * (x.n_layers / x.pp) + logits_bytes(x, p)
-    activations = np.where(x.pp > 1, np.maximum(activations, last_stage), activations + logits_bytes(x, p))
+    # optimizer states: sharded from ZeRO-1 and on the host when offloaded; a paged optimizer's
+    # moments live in unified memory outside the allocator (the fp32 master copy does not)
+    trainable_local = sharded(trainable_dense, trainable_expert, x.zero >= 1)
+    master_bytes = np.where((x.master_weights > 0) & full, 4.0, 0.0)
+    moments = (x.optimizer_bytes - master_bytes) * trainable_local
+    off_gpu = (x.offload == 1) | (x.offload == 3)
+    paged = np.where(off_gpu, 0.0, x.paged_optimizer * moments)
+    optimizer = np.where(off_gpu, 0.0, x.optimizer_bytes * trainable_local - paged)
+
+    gradients = _gradient_bytes(x, dense, experts, trainable_dense, trainable_expert, sharded)
+    accumulating = (x.micro_batches > 1) & (x.optimizer_in_backward == 0)
+    gradients_forward = np.where(accumulating | (x.persistent_grad_buffer > 0), gradients, 0.0)
+    # optimizer-in-backward frees each gradient once applied: the largest one alive at a time is a
+    # layer's (the next layer's may already be arriving) or the embedding's
+    largest = np.maximum(2 * layer_params, _end_parameters(x))
+    share = np.minimum(largest / np.maximum(trainable_dense + trainable_expert, 1.0), 1.0)
+    gradients_backward = np.where(x.optimizer_in_backward > 0, gradients * share, gradients)
+
+    saved, whole_layer = activation_bytes_per_layer(x)
+    in_flight = in_flight_layers(x)
+    # offloaded activations: only the layers being moved stay on the GPU (one each way)
+    stage_saved = np.where(x.activation_offload > 0, np.minimum(in_flight, 2.0) * saved, saved * in_flight)
+    last_stage = saved * np.where(x.activation_offload > 0, 2.0, x.n_layers / x.pp) + logits_bytes(x, p)
+    activations_forward = np.where(x.pp > 1, np.maximum(stage_saved, last_stage), stage_saved + logits_bytes(x, p))
+    # end of backward: the layer being backpropagated (rebuilt whole under full recompute)
+    activations_backward = np.where(x.recompute == 2, whole_layer, saved)
+
+    # the backward starts at the output head: its weight gradient appears at once (unless it is
+    # frozen or already there)
+    head_trains = full | (x.train_embeddings > 0)
+    head_gradient = np.where(head_trains & (gradients_forward == 0), x.vocab * x.hidden / x.tp * x.grad_bytes, 0.0)
+    head_gradient = np.where(x.zero >= 2, head_gradient / shard_dense, head_gradient)
+    forward = weights + optimizer + gradients_forward + head_gradient + activations_forward
+    backward = weights + optimizer + gradients_backward + activations_backward
+    allocated = np.maximum(forward, backward)
+    phase = np.where(forward >= backward, 0.0, 1.0)
+    activations = np.where(phase == 0, activations_forward, activations_backward)
+    reserve = p.allocator_overhead_fraction * activations
     talks = (x.tp * x.pp * x.cp * x.dp) > 1
-    other = p.cuda_context_gib * GIB + np.where(talks, p.comm_buffers_gib * GIB, 0.0)
-    other = other + p.allocator_overhead_fraction * activations
+    outside = p.cuda_context_gib * GIB + np.where(talks, p.comm_buffers_gib * GIB, 0.0)
     return {
-        "weights": weights,
-        "gradients": gradients,
-        "optimizer": optimizer,
-        "activations": activations,
-        "other": other,
+        "weights": weights, "optimizer": optimizer, "paged": paged,
+        "gradients": np.where(phase == 0, gradients_forward + head_gradient, gradients_backward),
+        "activations": activations, "other": reserve + outside,
+        "allocated": allocated, "reserved": allocated + reserve, "device": allocated + reserve + outside,
+        "phase": phase,
     }
 
 
+def _gradient_bytes(x: Inputs, dense, experts, trainable_dense, trainable_expert, sharded):
+    """All gradients on one GPU at the end of a backward. ZeRO-2/3 shard them, except where FSDP
+    accumulates micro-batches unsharded (`no_sync`); where FSDP puts frozen and trainable weights in
+    one flat parameter, every weight gets a gradient, in the weights' precision."""
+    fsdp = x.zero >= 3
+    all_weights = fsdp & (x.method > 0) & (x.fsdp_frozen_params_get_grads > 0)
+    count_dense = np.where(all_weights, dense, trainable_dense)
+    count_expert = np.where(all_weights, experts, trainable_expert)
+    element = np.where(all_weights, x.weight_bytes, x.grad_bytes)
+    # frozen LoRA weights carry no gradient but the adapters do, in their own (fp32 under AMP) dtype
+    element = np.where((x.method > 0) & ~all_weights, np.where(x.master_weights > 0, 4.0, x.weight_bytes), element)
+    unsharded = fsdp & (x.fsdp_unsharded_accumulation > 0) & (x.micro_batches > 1)
+    grads = element * sharded(count_dense, count_expert, (x.zero >= 2) & ~unsharded)
+    # ZeRO-Offload keeps only the 16-bit gradients the GPU produces; fp32 ones live on the host
+    return np.where((x.offload == 1) | (x.offload == 3), grads * x.weight_bytes / element, grads)
+
+
+def memory_breakdown_bytes(x: Inputs, p: ModelParameters):
+    """Bytes per GPU at the peak: dict with weights, gradients, optimizer, activations, other."""
+    state = memory_state(x, p)
+    return {k: state[k] for k in ("weights", "gradients", "optimizer", "activations", "other")}
+
+
 def memory_fit(x: Inputs, p: ModelParameters, breakdown: dict | None = None):
-    """(peak bytes per GPU, the GPU's capacity in bytes, whether it fits) — the one fit rule.
+    """(peak bytes per GPU as the device sees it, the GPU's capacity in bytes, whether it fits) — the
+    one fit rule: it fits when the peak leaves `fit_headroom_fraction` of the memory free.
 
     `breakdown`: the parts from `memory_breakdown_bytes`, when the caller has them already."""
     with np.errstate(divide="ignore", invalid="ignore"):
         total = sum((breakdown or memory_breakdown_bytes(x, p)).values())
     capacity = x.memory_gib * GIB
-    return total, capacity, total <= capacity
+    return total, capacity, total <= capacity * (1 - p.fit_headroom_fraction)

@@ -87,12 +87,19 @@ class ModelParameters:
     """CUDA context and cuBLAS/cuDNN workspaces per GPU (0.3–2 GiB; MODELING.md)."""
     comm_buffers_gib: float = 0.5
     """NCCL buffers per GPU when it talks to others (invisible to PyTorch's allocator)."""
-    logits_bytes_per_element: float = 10.0
-    """Peak bytes per logit (token × vocabulary entry / tp) while the loss is computed: PyTorch's
-    cross-entropy upcasts the 16-bit logits to fp32 and keeps the fp32 log-softmax, so 2 + 4 + 4
-    bytes are live at once; Megatron's fused vocab-parallel loss needs about 6."""
+    logits_bytes_per_element: float = 12.0
+    """Peak bytes per logit (token × vocabulary entry / tp) with a full cross-entropy, at the start
+    of the backward: PyTorch's loss saves the fp32 log-softmax (4), the backward allocates the
+    gradient of that output (4) and then of its input (4) while it is still alive; the 16-bit logits
+    and their fp32 upcast of the forward are freed by then (torchtitan and torchtune `del` them)."""
     allocator_overhead_fraction: float = 0.08
-    """Caching-allocator fragmentation and rounding, as a fraction of activation memory."""
+    """Caching-allocator fragmentation and rounding, as a fraction of activation memory: what the
+    allocator reserves beyond what it hands out (reserved − allocated)."""
+    fit_headroom_fraction: float = 0.05
+    """Share of GPU memory a job must leave free to count as fitting. A caching allocator needs
+    contiguous free blocks, so a run whose peak is within a few percent of the capacity fails with
+    an out-of-memory error once fragmentation grows; the published fine-tuning runs that ran
+    reached at most ~92% of their GPU (LitGPT's Llama 2 13B LoRA on an A100 40GB, 38.1 GB)."""
 
     # --- host side ------------------------------------------------------------------------------
     collate_tokens_per_s_per_core: float = 5.0e6

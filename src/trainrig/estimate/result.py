@@ -33,6 +33,22 @@ class Estimate(BaseModel):
     """Peak memory per GPU, GiB."""
     memory_capacity_gib: float
     """The GPU's memory, GiB."""
+    memory_allocated_gib: float = 0.0
+    """Peak of the tensors PyTorch's allocator hands out (`torch.cuda.max_memory_allocated`; the
+    `active` peak is the same within rounding), GiB."""
+    memory_reserved_gib: float = 0.0
+    """Peak the caching allocator holds from the driver (`torch.cuda.max_memory_reserved`, what
+    nvidia-smi shows less the CUDA context and NCCL), GiB."""
+    memory_peak_phase: str = "backward"
+    """When the allocated peak happens: `forward` (end of forward, start of backward), `backward`
+    (its end, every gradient alive) or `optimizer` (the step and its temporaries)."""
+    memory_limit_gib: float = 0.0
+    """What `fits` compares memory_per_gpu_gib with: capacity less the headroom real runs need."""
+    memory_paged_gib: float = 0.0
+    """Paged optimizer states in CUDA unified memory: resident on the GPU while there is room,
+    paged to host memory under pressure; not in memory_per_gpu_gib nor in the fit."""
+    assumptions: list[str] = []
+    """What the estimate assumed that the job did not say (kernels, overlap, framework defaults)."""
     memory_breakdown_gib: dict[str, float]
     """weights, gradients, optimizer, activations, other (GiB)."""
     step_time_s: float

@@ -1,5 +1,6 @@
 """What things are: frozen, validated specs. No arithmetic beyond derived properties."""
 
+from trainrig.specs.framework import CUSTOM_FRAMEWORK, FrameworkSpec
 from trainrig.specs.gpu import GPU, PeakTflops
 from trainrig.specs.hardware import CPU, HostMemory, Link, Storage
 from trainrig.specs.job import HardwareSpec, Job, NetworkSpec, TrainingSpec
@@ -9,6 +10,8 @@ from trainrig.specs.profile import HardwareProfile
 
 __all__ = [
     "GPU",
+    "FrameworkSpec",
+    "CUSTOM_FRAMEWORK",
     "PeakTflops",
     "CPU",
     "HostMemory",

@@ -2,20 +2,54 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from trainrig.errors import TrainrigError
 from trainrig.specs.base import FrozenSpec
+from trainrig.specs.framework import CUSTOM_FRAMEWORK, FrameworkSpec
 from trainrig.specs.gpu import GPU
 from trainrig.specs.hardware import CPU, HostMemory, Link, Storage
 from trainrig.specs.model import ModelSpec
 from trainrig.specs.profile import HardwareProfile
 
-__all__ = ["TrainingSpec", "NetworkSpec", "HardwareSpec", "Job", "TrainPrecision"]
+__all__ = ["TrainingSpec", "NetworkSpec", "HardwareSpec", "Job", "TrainPrecision", "Framework", "LORA_MODULES"]
 
 TrainPrecision = Literal["fp32", "fp16", "bf16", "fp8"]
+Framework = Literal["custom", "megatron", "nemo", "torchtitan", "deepspeed", "hf-trainer", "torchtune",
+                    "litgpt", "unsloth", "axolotl"]
+LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down")
+# Module names the common stacks use for the same linears (Hugging Face/PEFT, torchtune, LitGPT).
+LORA_MODULE_ALIASES = {
+    "q_proj": "q", "query": "q", "k_proj": "k", "key": "k", "v_proj": "v", "value": "v",
+    "o_proj": "o", "output_proj": "o", "proj": "o", "projection": "o", "out_proj": "o", "dense": "o",
+    "gate_proj": "gate", "w1": "gate", "fc_1": "gate", "up_proj": "up", "w3": "up", "fc_2": "up",
+    "down_proj": "down", "w2": "down", "mlp": "mlp",
+}
+LORA_TARGET_SETS = {"all-linear": LORA_MODULES, "attention": ("q", "k", "v", "o"), "mlp": ("gate", "up", "down")}
+
+
+def _lora_targets(value: object) -> str | tuple[str, ...]:
+    """`all-linear`, `attention`, or a list of module names normalized to q, k, v, o, gate, up, down."""
+    if isinstance(value, str) and value in LORA_TARGET_SETS:
+        return value
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not names:
+        raise ValueError("must be all-linear, attention or a list of q, k, v, o, gate, up, down")
+    out: list[str] = []
+    for raw in names:
+        name = LORA_MODULE_ALIASES.get(str(raw).lower(), str(raw).lower())
+        if name == "mlp":
+            out.extend(LORA_TARGET_SETS["mlp"])
+        elif name in LORA_MODULES:
+            out.append(name)
+        else:
+            raise ValueError(f"'{raw}' is not a linear module; use q, k, v, o, gate, up, down")
+    return tuple(sorted(set(out), key=LORA_MODULES.index))
+
+
+LoraTargets = Annotated[str | tuple[str, ...], BeforeValidator(_lora_targets)]
 
 
 class TrainingSpec(FrozenSpec):
@@ -57,18 +91,56 @@ class TrainingSpec(FrozenSpec):
     fused_kernels: bool = True
     """Norms, activations and rotary embeddings run as fused kernels (Megatron/Apex, torch.compile,
     Liger); false = eager PyTorch, one kernel per elementwise op (e.g. torchtitan without compile)."""
-    optimizer: Literal["adamw", "adam8bit", "sgd", "adafactor"] = "adamw"
-    """Optimizer; decides the bytes of state per trainable parameter."""
+    optimizer: Literal["adamw", "adam8bit", "paged_adamw", "paged_adamw8bit", "sgd", "adafactor"] = "adamw"
+    """Optimizer; decides the bytes of state per trainable parameter. The paged variants
+    (bitsandbytes) keep their states in CUDA unified memory, outside PyTorch's allocator, which the
+    driver pages to host memory under pressure."""
+    optimizer_in_backward: bool = False
+    """Each parameter is stepped as soon as its gradient is ready and the gradient is freed
+    (torchtune `optimizer_in_bwd`), so the whole gradient set never exists at once."""
+    master_weights: bool = True
+    """Mixed precision keeps an fp32 master copy of the weights (with fp32 gradients) beside the
+    16-bit ones; false = pure low-precision training: weights, gradients and optimizer states all
+    in the training precision (torchtune `dtype: bf16`, LitGPT `bf16-true`)."""
     method: Literal["full", "lora", "qlora"] = "full"
     """Full fine-tuning/pre-training, or adapters on a frozen base (bf16 base for LoRA, 4-bit for QLoRA)."""
     lora_rank: int = Field(default=16, gt=0)
     """Adapter rank for LoRA/QLoRA."""
+    lora_targets: LoraTargets = "all-linear"
+    """Which linears carry adapters: `all-linear`, `attention` (q, k, v, o) or a list of
+    q, k, v, o, gate, up, down (Hugging Face, torchtune and LitGPT module names are accepted)."""
+    train_embeddings: bool = False
+    """LoRA/QLoRA: the embedding and output head are trained in full beside the adapters."""
+    quantization: Literal["none", "nf4", "nf4-double", "int8", "gptq-int4"] | None = None
+    """Storage of the frozen base weights of the transformer layers; unset = `nf4-double` for
+    qlora, `none` otherwise. NF4: 4 bits plus an fp32 absmax per block of 64; `nf4-double` also
+    quantizes those constants (Dettmers et al. 2023); int8: LLM.int8 with an fp32 scale per row;
+    gptq-int4: 4 bits plus a 16-bit scale and a 4-bit zero per group of 128."""
+    loss: Literal["full", "chunked", "fused_linear"] = "full"
+    """Cross-entropy: `full` materializes the fp32 logits of the whole micro-batch; `chunked`
+    upcasts one chunk at a time (torchtune CEWithChunkedOutputLoss, LitGPT chunked CE); `fused_linear`
+    never materializes the logits (Liger, Unsloth)."""
+    activation_offload: bool = False
+    """The activations saved for backward are copied to host memory on a side stream and brought back
+    for backward (torchtune `enable_activation_offloading`)."""
     dropout: bool = False
     """Dropout after attention and MLP (GPT-2/3-era recipes); stores a 1-byte mask per element."""
     tokens: float | None = Field(default=None, gt=0)
     """Training tokens in total, for total time and cost."""
-    offload: Literal["none", "optimizer"] = "none"
-    """ZeRO-Offload: optimizer states and step on the CPU, gradients and weights over PCIe."""
+    offload: Literal["none", "optimizer", "parameters", "all"] = "none"
+    """What lives off the GPU: `optimizer` = ZeRO-Offload (optimizer states and the step on the CPU,
+    gradients down and weights up over PCIe every step); `parameters` = the weight shards too,
+    gathered per layer (ZeRO-Infinity `offload_param`, FSDP `cpu_offload`); `all` = both."""
+    offload_device: Literal["cpu", "nvme"] = "cpu"
+    """Where offloaded state lives: host RAM, or NVMe (ZeRO-Infinity) streamed through host RAM."""
+    packing: bool = True
+    """Samples are packed into full `seq_len` sequences; false = each sample padded to the longest
+    in its micro-batch: memory peaks at `seq_len`, and only `mean_seq_len` tokens per sample count."""
+    mean_seq_len: int | None = Field(default=None, gt=0)
+    """Mean real tokens per sample when unpacked (null = seq_len)."""
+    framework: Framework = "custom"
+    """The training stack: its kernels, host overheads, and which layouts and savers it supports
+    (catalog `frameworks`); `custom` = no framework-specific facts."""
     data_format: Literal["pretokenized", "text"] = "pretokenized"
     """Dataset on disk as token ids (collated by the loader) or raw text (tokenized on the fly)."""
     loader_workers_per_gpu: int = Field(default=2, ge=0)
@@ -82,6 +154,24 @@ class TrainingSpec(FrozenSpec):
         if self.dp == "auto":
             raise TrainrigError("training.dp", "is still 'auto'; resolve it inside a Job.")
         return self.dp
+
+    @property
+    def base_quantization(self) -> str:
+        """The frozen base's storage, with qlora's default (NF4 with double quantization) resolved."""
+        if self.quantization is not None:
+            return self.quantization
+        return "nf4-double" if self.method == "qlora" else "none"
+
+    @property
+    def lora_modules(self) -> tuple[str, ...]:
+        """The adapted linears as names from LORA_MODULES."""
+        targets = self.lora_targets
+        return LORA_TARGET_SETS[targets] if isinstance(targets, str) else targets
+
+    @property
+    def real_seq_len(self) -> int:
+        """Real (non-padding) tokens per sample."""
+        return self.seq_len if self.packing or self.mean_seq_len is None else min(self.mean_seq_len, self.seq_len)
 
     @property
     def model_parallel(self) -> int:
@@ -157,6 +247,8 @@ class Job(FrozenSpec):
     """Where it is trained."""
     training: TrainingSpec = TrainingSpec()
     """How it is trained."""
+    framework: FrameworkSpec = CUSTOM_FRAMEWORK
+    """The facts of `training.framework` (the loader resolves them from the catalog)."""
     notes: tuple[str, ...] = ()
     """Things the loader decided on the user's behalf (alias resolution, defaults)."""
 
@@ -165,6 +257,7 @@ class Job(FrozenSpec):
         training = _resolved_training(self.model, self.hardware, self.training)
         object.__setattr__(self, "training", training)
         _check_parallelism(self.model, self.hardware, training)
+        _check_finetuning(training)
         return self
 
 
@@ -233,6 +326,31 @@ def _check_parallelism(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> N
             "training.precision",
             f"{hw.gpu.id} has no {t.precision} support; valid: {', '.join(valid)}.",
         )
+
+
+def _check_finetuning(t: TrainingSpec) -> None:
+    """Combinations no stack runs: each is one sentence naming the field."""
+    quantized = t.base_quantization != "none"
+    if quantized and t.method == "full":
+        raise TrainrigError("training.quantization",
+                            f"{t.base_quantization} base weights are frozen; train them with method: lora or qlora.")
+    if t.method == "qlora" and not quantized:
+        raise TrainrigError("training.quantization", "qlora is LoRA over a quantized base; use nf4, nf4-double, "
+                                                     "int8 or gptq-int4, or method: lora.")
+    if t.train_embeddings and t.method == "full":
+        raise TrainrigError("training.train_embeddings", "applies to lora/qlora; a full fine-tune trains them anyway.")
+    if t.optimizer_in_backward and t.micro_batches > 1:
+        raise TrainrigError("training.optimizer_in_backward",
+                            f"steps after every backward, so it cannot accumulate {t.micro_batches} micro-batches;"
+                            " use grad_accum 1 (global_batch = micro_batch·dp).")
+    if t.offload in ("parameters", "all") and t.zero < 3 and t.dp_degree * t.cp > 1:
+        raise TrainrigError("training.offload", f"{t.offload} offload shards the weights: it needs zero: 3.")
+    if t.offload_device == "nvme" and t.offload == "none":
+        raise TrainrigError("training.offload_device", "nvme needs something offloaded (offload: optimizer, "
+                                                        "parameters or all).")
+    if t.mean_seq_len is not None and t.mean_seq_len > t.seq_len:
+        raise TrainrigError("training.mean_seq_len",
+                            f"{t.mean_seq_len} exceeds seq_len {t.seq_len}, the longest sample.")
 
 
 def _check_experts(model: ModelSpec, t: TrainingSpec) -> None:

@@ -1,0 +1,55 @@
+"""What a training stack does that changes memory and speed: facts with sources, one entry per stack."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from trainrig.specs.base import CatalogEntry
+
+__all__ = ["FrameworkSpec", "CUSTOM_FRAMEWORK"]
+
+
+class FrameworkSpec(CatalogEntry):
+    """A training framework as the estimate needs it (catalog `frameworks`)."""
+
+    persistent_grad_buffer: bool = False
+    """Gradients live in a buffer allocated once and kept between steps (Megatron's contiguous
+    main_grad buffer, DeepSpeed's gradient partitions), so they are alive during the forward too;
+    false = PyTorch's `zero_grad(set_to_none=True)` frees them after every step."""
+    fsdp_unsharded_accumulation: bool = False
+    """Under FSDP, micro-batches before the last of a step run inside `no_sync()`, which keeps the
+    full unsharded gradients on every rank (PyTorch FSDP docs, `no_sync`)."""
+    fsdp_frozen_params_get_grads: bool = False
+    """FSDP wraps frozen base weights and trainable adapters into one flat parameter
+    (`use_orig_params=True`), so gradient memory is that of training every weight (PyTorch FSDP docs,
+    "FSDP has some constraints on freezing parameters")."""
+    fused_qkv_view_saved: bool = False
+    """Attention reads q, k and v as views of one fused QKV output; the saved v keeps the whole QKV
+    output alive for backward."""
+    eager_norm_upcast: bool = False
+    """Eager (uncompiled) RMSNorm upcasts its input to fp32 and saves that copy for backward
+    (Hugging Face and torchtune RMSNorm); false = the norm runs in the training precision."""
+    swiglu_saves_activation: bool = False
+    """With fused kernels too, the gated MLP saves silu(gate) beside gate and up (torch.compile's
+    default partitioning, as torchtune's compiled Llama 3.2 3B rows measure); false = a fused SwiGLU
+    that recomputes it (Megatron's bias_swiglu, Liger, Transformer Engine)."""
+    quantized_linear_saves_input: bool = True
+    """A quantized frozen linear keeps its input for backward (bitsandbytes' MatMul4Bit stores
+    `ctx.tensors = (A, B)` whenever the input needs a gradient); false = only the weight (torchao's
+    NF4 linear)."""
+    lora_dropout: float = Field(default=0.05, ge=0, lt=1)
+    """Dropout on the LoRA branch's input by default: when above 0, every adapted input is copied
+    (and a 1-byte mask kept) for backward."""
+    tensor_parallel: bool = True
+    """Supports tensor (and sequence) parallelism."""
+    pipeline_parallel: bool = True
+    """Supports pipeline parallelism."""
+    quantized_lora: bool = True
+    """Supports LoRA over a quantized base (QLoRA)."""
+
+
+CUSTOM_FRAMEWORK = FrameworkSpec(
+    id="custom", name="custom training loop", sources=("no framework-specific facts",),
+    lora_dropout=0.0,
+)
+"""No framework facts: the defaults above, which keep the results of jobs that name no framework."""

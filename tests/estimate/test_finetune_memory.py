@@ -1,0 +1,178 @@
+"""Fine-tuning fields: each one's effect on memory from first principles, and the invariants."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from jobs import make_job
+from trainrig import estimate
+from trainrig.errors import TrainrigError
+from trainrig.estimate.inputs import inputs_from_job
+from trainrig.estimate.memory import GIB, memory_state
+from trainrig.estimate.params import DEFAULT_PARAMETERS as P
+
+LLAMA_SMALL = {"n_layers": 8, "hidden": 1024, "n_heads": 8, "n_kv_heads": 4, "ffn_hidden": 2816,
+               "vocab": 32000, "gated_mlp": True}
+ONE_GPU = {"n_gpus": 1, "gpus_per_node": 1}
+
+
+def state(**training):
+    base = {"seq_len": 1024, "global_batch": 2, "micro_batch": 2}
+    job = make_job(model=LLAMA_SMALL, hardware=ONE_GPU, training={**base, **training})
+    return job, {k: float(v) for k, v in memory_state(inputs_from_job(job, P), P).items()}
+
+
+def test_pure_low_precision_drops_exactly_the_fp32_master_copy_and_halves_grads_and_moments():
+    job, mixed = state()
+    _, pure = state(master_weights=False)
+    n = job.model.n_params
+    # AdamW: master 4 + m, v 4 + 4 (mixed) vs m, v 2 + 2 (pure); fp32 gradients 4 vs 2
+    assert mixed["optimizer"] - pure["optimizer"] == pytest.approx(8 * n, rel=1e-9)
+    _, mixed_bwd = state(recompute="full", loss="chunked")
+    _, pure_bwd = state(recompute="full", loss="chunked", master_weights=False)
+    assert mixed_bwd["phase"] == pure_bwd["phase"] == 1.0  # every gradient alive at the end of backward
+    assert mixed_bwd["gradients"] - pure_bwd["gradients"] == pytest.approx(2 * n, rel=1e-9)
+
+
+def test_chunked_loss_removes_the_whole_batch_fp32_logits():
+    job, full = state()
+    _, chunked = state(loss="chunked")
+    tokens = 2 * 1024
+    # full: 12 bytes per logit at the start of backward; chunked: the 16-bit logits only (fused)
+    expected = tokens * job.model.vocab * (P.logits_bytes_per_element - 2)
+    assert full["activations"] - chunked["activations"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_fused_linear_cross_entropy_never_builds_the_logits():
+    _, chunked = state(loss="chunked")
+    _, fused = state(loss="fused_linear")
+    assert fused["activations"] < chunked["activations"]
+
+
+def test_optimizer_in_backward_never_holds_every_gradient():
+    job, plain = state(recompute="full", loss="chunked")
+    _, in_backward = state(recompute="full", loss="chunked", optimizer_in_backward=True)
+    assert in_backward["allocated"] < plain["allocated"]
+    assert in_backward["gradients"] < 0.5 * job.model.n_params * 4
+
+
+def test_paged_states_leave_the_allocator_and_the_fit():
+    _, plain = state(method="qlora", optimizer="adamw")
+    _, paged = state(method="qlora", optimizer="paged_adamw")
+    assert paged["paged"] > 0 and plain["paged"] == 0
+    assert paged["optimizer"] == pytest.approx(0.0)
+    assert paged["allocated"] < plain["allocated"]
+
+
+def test_lora_targets_count_rank_times_fan_in_plus_fan_out():
+    job, q_v = state(method="lora", lora_rank=8, lora_targets=["q_proj", "v_proj"], master_weights=False)
+    # q: 1024 → 1024, v: 1024 → 512 (4 KV heads of 128); adapters in bf16 (pure), 8 layers
+    adapters = 8 * ((1024 + 1024) + (1024 + 512)) * 8
+    _, no_adapters_on_v = state(method="lora", lora_rank=8, lora_targets=["q"], master_weights=False)
+    assert q_v["weights"] - no_adapters_on_v["weights"] == pytest.approx(2 * 8 * (1024 + 512) * 8, rel=1e-9)
+    assert q_v["optimizer"] == pytest.approx(adapters * 4, rel=1e-9)  # m and v in bf16
+
+
+def test_train_embeddings_adds_the_embedding_and_head_to_the_trained_set():
+    job, lora = state(method="lora")
+    _, with_embeddings = state(method="lora", train_embeddings=True)
+    ends = 2 * job.model.vocab * job.model.hidden  # untied embedding and head
+    # fp32 master-free LoRA under AMP: 8 bytes of moments per trained parameter
+    assert with_embeddings["optimizer"] - lora["optimizer"] == pytest.approx(8 * ends, rel=1e-9)
+
+
+@pytest.mark.parametrize("saver", [
+    {"recompute": "full"}, {"recompute": "selective"}, {"activation_offload": True}, {"loss": "chunked"},
+    {"loss": "fused_linear"}, {"optimizer": "adam8bit"}, {"optimizer": "paged_adamw8bit"},
+    {"optimizer_in_backward": True}, {"master_weights": False}, {"offload": "optimizer"},
+    {"offload": "all"}, {"zero": 1},
+])
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_no_memory_saver_ever_raises_memory(saver, method):
+    _, before = state(method=method)
+    _, after = state(method=method, **saver)
+    assert after["allocated"] <= before["allocated"] * (1 + 1e-12)
+
+
+def test_framework_that_accumulates_under_no_sync_keeps_unsharded_gradients_of_every_weight():
+    base = {"method": "lora", "zero": 3, "recompute": "full", "master_weights": False, "seq_len": 1024,
+            "micro_batch": 1, "global_batch": 16}
+    hw = {"n_gpus": 2, "gpus_per_node": 2}
+    litgpt = make_job(model=LLAMA_SMALL, hardware=hw, training={**base, "framework": "litgpt"})
+    custom = make_job(model=LLAMA_SMALL, hardware=hw, training=base)
+    grads = {name: float(memory_state(inputs_from_job(j, P), P)["gradients"]) for name, j in
+             (("litgpt", litgpt), ("custom", custom))}
+    # FSDP with frozen and trainable weights in one flat parameter, accumulated under no_sync:
+    # a bf16 gradient for every weight, not divided by the 2 ranks
+    est = estimate(litgpt)
+    assert est.memory_peak_phase == "forward"
+    assert grads["litgpt"] == pytest.approx(2 * litgpt.model.n_params, rel=1e-9)
+    assert grads["custom"] < 0.01 * grads["litgpt"]
+
+
+def test_fits_leaves_the_documented_headroom():
+    job = make_job(model=LLAMA_SMALL, hardware=ONE_GPU, training={"seq_len": 1024, "global_batch": 2,
+                                                                   "micro_batch": 2})
+    est = estimate(job)
+    assert est.memory_limit_gib == pytest.approx(job.hardware.gpu.memory_gib * (1 - P.fit_headroom_fraction))
+    tight = make_job(model=LLAMA_SMALL, training={"seq_len": 1024, "global_batch": 2, "micro_batch": 2},
+                     hardware={**ONE_GPU, "gpu": {"base": "H100-SXM5-80GB",
+                                                  "memory_gib": est.memory_per_gpu_gib / 0.97}})
+    assert not estimate(tight).fits  # 97% full is an out-of-memory crash in practice
+
+
+def test_allocated_reserved_and_device_totals_are_ordered_and_sum_the_breakdown():
+    est = estimate(make_job(model=LLAMA_SMALL, hardware=ONE_GPU, training={"global_batch": 2}))
+    assert est.memory_allocated_gib < est.memory_reserved_gib < est.memory_per_gpu_gib
+    assert sum(est.memory_breakdown_gib.values()) == pytest.approx(est.memory_per_gpu_gib, rel=1e-9)
+    assert est.assumptions
+
+
+def test_unpacked_batches_count_only_real_tokens_and_peak_at_seq_len():
+    packed = estimate(make_job(model=LLAMA_SMALL, hardware=ONE_GPU, training={"global_batch": 4, "micro_batch": 4}))
+    unpacked = estimate(make_job(model=LLAMA_SMALL, hardware=ONE_GPU, training={
+        "global_batch": 4, "micro_batch": 4, "packing": False, "mean_seq_len": 512}))
+    assert unpacked.memory_allocated_gib == pytest.approx(packed.memory_allocated_gib)
+    assert unpacked.step_time_s < packed.step_time_s  # padded to the longest of 4, not to seq_len
+    # 4 samples of up to 2·512 tokens: the longest is expected at 1024·4/5
+    ratio = unpacked.tokens_per_s / packed.tokens_per_s
+    assert ratio < 1.0
+
+
+@pytest.mark.parametrize("training, field", [
+    ({"method": "full", "quantization": "nf4"}, "training.quantization"),
+    ({"method": "qlora", "quantization": "none"}, "training.quantization"),
+    ({"optimizer_in_backward": True, "global_batch": 64}, "training.optimizer_in_backward"),
+    ({"train_embeddings": True}, "training.train_embeddings"),
+    ({"offload_device": "nvme"}, "training.offload_device"),
+    ({"packing": False, "mean_seq_len": 99999}, "training.mean_seq_len"),
+])
+def test_impossible_combinations_are_one_sentence_naming_the_field(training, field):
+    with pytest.raises(TrainrigError) as error:
+        make_job(model=LLAMA_SMALL, training=training)
+    assert error.value.field == field
+
+
+def test_bad_values_end_in_exit_2_without_traceback(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\nhardware: {gpu: h100, n_gpus: 1}\ntraining: {loss: sideways}\n")
+    result = subprocess.run([sys.executable, "-m", "trainrig", "estimate", str(job)], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2
+    assert "training.loss" in result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_lora_target_names_of_every_stack_resolve_and_typos_do_not():
+    job = make_job(model=LLAMA_SMALL, training={"method": "lora", "lora_targets": ["query", "w2", "gate_proj"]})
+    assert job.training.lora_modules == ("q", "gate", "down")
+    with pytest.raises(TrainrigError) as error:
+        make_job(model=LLAMA_SMALL, training={"method": "lora", "lora_targets": ["qq_proj"]})
+    assert error.value.field.startswith("training.lora_targets")
+
+
+def test_gib_constant():
+    assert GIB == 2**30
