@@ -460,5 +460,7 @@ def _host_ram_gb(x: Inputs, p: ModelParameters):
     saved, _ = activation_bytes_per_layer(x)
     activations = np.where(x.activation_offload > 0, saved * in_flight_layers(x), 0.0)
     offloaded = (np.where(x.offload_nvme > 0, 0.1, 1.0) * (states + weights) + activations) * x.gpus_per_node / 1e9
-    staging = x.params_total * x.weight_bytes / x.n_nodes / 1e9
+    # a LoRA checkpoint holds the adapters only; the frozen base is read from the hub's files
+    saved_params = np.where(x.method == 0, x.params_total, trainable * x.pp * x.tp)
+    staging = saved_params * x.weight_bytes / x.n_nodes / 1e9
     return processes + offloaded + staging

@@ -264,8 +264,11 @@ def _gradient_bytes(x: Inputs, dense, experts, trainable_dense, trainable_expert
     element = np.where((x.method > 0) & ~all_weights, np.where(x.master_weights > 0, 4.0, x.weight_bytes), element)
     unsharded = fsdp & (x.fsdp_unsharded_accumulation > 0) & (x.micro_batches > 1)
     grads = element * sharded(count_dense, count_expert, (x.zero >= 2) & ~unsharded)
-    # ZeRO-Offload keeps only the 16-bit gradients the GPU produces; fp32 ones live on the host
-    return np.where((x.offload == 1) | (x.offload == 3), grads * x.weight_bytes / element, grads)
+    # ZeRO-Offload keeps only the 16-bit gradients the GPU produces; fp32 ones live on the host,
+    # and with ZeRO-2/3 each reduced partition leaves for the host at once (a couple of layers' worth)
+    offloaded = (x.offload == 1) | (x.offload == 3)
+    in_buckets = np.minimum(grads, 2 * grads / np.maximum(x.n_layers / x.pp, 1.0))
+    return np.where(offloaded, np.where(x.zero >= 2, in_buckets, grads) * x.weight_bytes / element, grads)
 
 
 def memory_breakdown_bytes(x: Inputs, p: ModelParameters):

@@ -50,6 +50,12 @@ def _memory_table(est: Estimate) -> Table:
         table.add_column()
     for part, gib in est.memory_breakdown_gib.items():
         table.add_row(f"  {part}", f"{gib:8.2f} GiB", _bar(gib / est.memory_capacity_gib, "cyan"))
+    table.add_row("  peak", f"{est.memory_allocated_gib:8.2f} GiB",
+                  f"allocated at the end of the {est.memory_peak_phase}; {est.memory_reserved_gib:.2f} GiB reserved;"
+                  f" fits under {est.memory_limit_gib:.1f} GiB")
+    if est.memory_paged_gib > 0:
+        table.add_row("  paged", f"{est.memory_paged_gib:8.2f} GiB",
+                      "optimizer states in unified memory (paged to the host under pressure)")
     if est.fit_message:
         table.add_row("", Text(est.fit_message, style="red"), "")
     return table
