@@ -238,7 +238,11 @@ def job_file_reference_markdown() -> str:
     """docs/job-file.md: every job-file field with its type, default, unit and description."""
     # Imported here rather than at the top: specs/ sits below catalog/ and estimate/ in the data
     # flow, and only this reference needs to look upward.
-    from trainrig.catalog.cases import MEASURED_METRICS, METRIC_ESTIMATE_KEY
+    from trainrig.catalog import cases
+
+    MEASURED_METRICS = cases.MEASURED_METRICS
+    # the Estimate attribute each measured metric is scored against
+    METRIC_ESTIMATE_KEY = getattr(cases, "METRIC_ESTIMATE_KEY", {"memory_gib": "memory_allocated_gib"})
     from trainrig.catalog.job_file import DEFAULT_NETWORK, HARDWARE_KEYS, MEASURED_RUN_KEYS
     from trainrig.estimate.result import RESOURCES, Estimate
     from trainrig.specs.base import CatalogEntry
