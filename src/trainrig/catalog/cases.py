@@ -1,7 +1,15 @@
-"""Measured runs (DESIGN.md's format: a job file + `source` + `measured`) → jobs to score."""
+"""Measured runs (DESIGN.md's format: a job file + `source` + `measured`) → jobs to score.
+
+`measured:` holds any of MEASURED_METRICS. Throughput is compared as given. Peak memory keeps the
+unit and the allocator statistic its source printed, so nothing is converted by hand: `memory_gib`
+and `memory_gb` are the peak allocated (`torch.cuda.max_memory_allocated`) in GiB and in decimal GB,
+`memory_active_gib` torch's `active_bytes.all.peak`, `memory_reserved_gib` `max_memory_reserved`.
+`oom: true` says the run ran out of memory: it is scored as a fit verdict only, and a case may hold
+nothing else."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,21 +19,47 @@ from trainrig.catalog.registry import DATA_DIR
 from trainrig.errors import TrainrigError
 from trainrig.specs import Job
 
-__all__ = ["MeasuredCase", "load_cases", "BUNDLED_CASES_DIR", "MEASURED_METRICS"]
+__all__ = ["MeasuredCase", "load_cases", "BUNDLED_CASES_DIR", "MEASURED_METRICS", "THROUGHPUT_METRICS",
+           "MEMORY_METRICS", "METRIC_ESTIMATE_KEY", "GIB_BYTES", "GB_BYTES"]
 
 BUNDLED_CASES_DIR = DATA_DIR / "calibration"
-MEASURED_METRICS = ("tokens_per_s_per_gpu", "step_time_s", "model_tflops_per_gpu", "mfu", "memory_gib")
+GIB_BYTES = 2**30
+GB_BYTES = 1e9
+THROUGHPUT_METRICS = ("tokens_per_s_per_gpu", "step_time_s", "model_tflops_per_gpu", "mfu")
+# Each peak-memory metric: bytes in one of its units, and the Estimate attribute (GiB) it is scored
+# against. The active peak is the allocated peak within rounding (active blocks are allocated ones
+# plus those freed on another stream but not yet reusable), so both meet the allocated estimate.
+MEMORY_METRICS: dict[str, tuple[float, str]] = {
+    "memory_gib": (GIB_BYTES, "memory_allocated_gib"),
+    "memory_gb": (GB_BYTES, "memory_allocated_gib"),
+    "memory_active_gib": (GIB_BYTES, "memory_allocated_gib"),
+    "memory_reserved_gib": (GIB_BYTES, "memory_reserved_gib"),
+}
+OOM = "oom"
+MEASURED_METRICS = (*THROUGHPUT_METRICS, *MEMORY_METRICS, OOM)
+# The Estimate attribute each measured metric is compared with (`oom` with `fits`, inverted).
+METRIC_ESTIMATE_KEY = {**{m: m for m in THROUGHPUT_METRICS}, **{m: key for m, (_, key) in MEMORY_METRICS.items()},
+                       OOM: "fits"}
 
 
 @dataclass(frozen=True)
 class MeasuredCase:
-    """One published or user-measured run."""
+    """One published or user-measured run.
+
+    `measured` holds the numeric metrics in the units their keys name; `oom` is True for a run that
+    ran out of memory (and then `measured` is empty)."""
 
     id: str
     source: str
     job: Job
     measured: dict[str, float]
     note: str | None = None
+    oom: bool = False
+
+    @property
+    def memory_gib(self) -> dict[str, float]:
+        """Every measured peak-memory metric converted to GiB (2^30 bytes)."""
+        return {k: v * MEMORY_METRICS[k][0] / GIB_BYTES for k, v in self.measured.items() if k in MEMORY_METRICS}
 
 
 def load_cases(paths: list[str | Path] | None = None, extra_dirs: tuple[str, ...] = (),
@@ -66,16 +100,37 @@ def _case(entry: Any, path: Path, index: int, extra_dirs: tuple[str, ...]) -> Me
     if not isinstance(entry, dict):
         raise TrainrigError("cases", f"{where} must be a mapping.")
     ident = str(entry.get("id") or f"{path.stem}_{index + 1}")
-    measured = entry.get("measured")
-    if not isinstance(measured, dict) or not measured:
-        raise TrainrigError(f"{ident}.measured", f"needs at least one of {', '.join(MEASURED_METRICS)}.")
-    unknown = set(measured) - set(MEASURED_METRICS)
-    if unknown:
-        raise TrainrigError(f"{ident}.measured", f"'{sorted(unknown)[0]}' is not one of {', '.join(MEASURED_METRICS)}.")
+    measured, oom = _measured(entry.get("measured"), ident)
     if "source" not in entry:
         raise TrainrigError(f"{ident}.source", "is required: cite where the measurement comes from.")
     try:
         job = load_job({k: v for k, v in entry.items() if k in ("model", "hardware", "training")}, extra_dirs)
     except TrainrigError as error:
         raise TrainrigError(f"{ident}.{error.field}", error.message) from None
-    return MeasuredCase(ident, str(entry["source"]), job, {k: float(v) for k, v in measured.items()}, entry.get("note"))
+    return MeasuredCase(ident, str(entry["source"]), job, measured, entry.get("note"), oom)
+
+
+def _measured(raw: Any, ident: str) -> tuple[dict[str, float], bool]:
+    """The numeric metrics and the oom flag of `measured:`, each value checked."""
+    field = f"{ident}.measured"
+    if not isinstance(raw, dict) or not raw:
+        raise TrainrigError(field, f"needs at least one of {', '.join(MEASURED_METRICS)}.")
+    unknown = set(raw) - set(MEASURED_METRICS)
+    if unknown:
+        raise TrainrigError(field, f"'{sorted(unknown)[0]}' is not one of {', '.join(MEASURED_METRICS)}.")
+    oom = raw.get(OOM, False)
+    if not isinstance(oom, bool):
+        raise TrainrigError(f"{field}.{OOM}", f"must be true or false (got {oom!r}).")
+    values: dict[str, float] = {}
+    for key, value in raw.items():
+        if key == OOM:
+            continue
+        # bool is an int to Python, but `memory_gb: true` is a mistake, not 1 GB
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or value <= 0:
+            raise TrainrigError(f"{field}.{key}", f"must be a positive number (got {value!r}).")
+        values[key] = float(value)
+    if oom and values:
+        raise TrainrigError(f"{field}.{OOM}", f"a run that ran out of memory has no measurements; drop"
+                                              f" {sorted(values)[0]} or oom.")
+    return values, oom

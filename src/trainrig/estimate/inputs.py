@@ -21,7 +21,7 @@ __all__ = ["Inputs", "inputs_from_job", "model_fields", "RECOMPUTE_CODE", "METHO
 RECOMPUTE_CODE = {"none": 0.0, "selective": 1.0, "full": 2.0}
 METHOD_CODE = {"full": 0.0, "lora": 1.0, "qlora": 2.0}
 OFFLOAD_CODE = {"none": 0.0, "optimizer": 1.0, "parameters": 2.0, "all": 3.0}
-LOSS_CODE = {"full": 0.0, "chunked": 1.0, "fused_linear": 2.0}
+LOSS_CODE = {"full": 0.0, "chunked": 1.0, "fused_linear": 2.0, "fused": 3.0}
 # Bytes per weight of a frozen base stored quantized, constants included (4 bits = 0.5 B):
 # NF4 keeps an fp32 absmax per block of 64 (+4/64 B); double quantization stores those as 8 bits
 # with an fp32 constant per 256 blocks (+(1 + 4/256)/64 B) (Dettmers et al. 2023, QLoRA §3);
@@ -101,7 +101,7 @@ class Inputs:
     master_weights: Any  # 1 = fp32 master copy (mixed precision); 0 = pure low precision
     paged_optimizer: Any  # 1 = states in CUDA unified memory, outside the allocator
     optimizer_in_backward: Any
-    loss_kind: Any  # 0 full, 1 chunked, 2 fused linear + cross-entropy
+    loss_kind: Any  # 0 full, 1 chunked, 2 fused linear + cross-entropy, 3 fused kernel over the logits
     activation_offload: Any
     offload: Any  # 0 none, 1 optimizer, 2 parameters, 3 all
     offload_nvme: Any
@@ -226,6 +226,16 @@ def optimizer_state_bytes(t) -> float:
     return master + OPTIMIZER_MOMENTS[t.optimizer] * moment_bytes + EIGHT_BIT_MOMENT_BYTES.get(t.optimizer, 0.0)
 
 
+def optimizer_step_bytes(t) -> float:
+    """Bytes the optimizer step moves per trainable parameter. Mixed precision: the table above.
+    Pure low precision: read the gradient, the states and the weight, write the states and the
+    weight back, all in their own precision (no master copy to keep in step)."""
+    if t.master_weights or t.precision == "fp32":
+        return float(OPTIMIZER_STEP_BYTES[t.optimizer])
+    element = 2.0
+    return element + 2 * optimizer_state_bytes(t) + 2 * element
+
+
 def padded_seq_len(t) -> float:
     """Tokens per sample as computed. Packed: seq_len. Unpacked: each micro-batch is padded to its
     longest sample; with lengths spread evenly up to min(2·mean, seq_len), the expected longest of
@@ -254,7 +264,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         # low-precision training keeps them in the training precision.
         grad_bytes=4 if (t.master_weights or not mixed) else 2,
         optimizer_bytes=optimizer_state_bytes(t),
-        optimizer_rw_bytes=OPTIMIZER_STEP_BYTES[t.optimizer],
+        optimizer_rw_bytes=optimizer_step_bytes(t),
         fp8=float(t.precision == "fp8"), method=METHOD_CODE[t.method], lora_rank=t.lora_rank,
         frozen_weight_bytes=QUANTIZED_WEIGHT_BYTES.get(quantization, 2 if mixed else 4),
         quantized=float(quantization != "none"),

@@ -137,7 +137,8 @@ def activation_bytes_per_layer(x: Inputs, recompute_override=None):
     # otherwise); the down projection's input only for its weight or adapter. Fused kernels
     # recompute SwiGLU's product; eager ones keep silu(gate) as well.
     activation_inputs = np.where(gated, 2.0, 1.0)
-    eager_extra = np.where(gated & ((x.fused_kernels == 0) | (x.swiglu_saves_activation > 0)), 1.0, 0.0)
+    # (op-level selective recompute redoes elementwise outputs such as this one instead of keeping them)
+    eager_extra = np.where(gated & ((x.fused_kernels == 0) | (x.swiglu_saves_activation > 0)) & ~op_level, 1.0, 0.0)
     down_input = np.where(full, 1.0 - op_level, np.where(keeps_input, 1.0, x.lora_down)
                           + x.lora_down * x.lora_dropout * (1 + 1 / e))
     dense_mlp = (e * (activation_inputs + eager_extra) + e * down_input) * x.ffn_hidden / x.tp
@@ -163,12 +164,14 @@ def logits_bytes(x: Inputs, p: ModelParameters):
 
     Full cross-entropy keeps 16-bit logits, an fp32 upcast and the fp32 log-softmax at once;
     chunked keeps the 16-bit logits of the whole micro-batch (eager: also each chunk's saved
-    log-softmax, in the same precision; a compiled loss recomputes it); a fused linear cross-entropy
+    log-softmax, in the same precision; a compiled loss recomputes it); a fused kernel keeps only the
+    16-bit logits and overwrites them with their gradient; a fused linear cross-entropy
     (Liger, Unsloth) never builds the logits, only a chunk of about hidden/vocab of them at a time
     (Liger's chunk size: tokens·hidden/vocab), i.e. ~hidden elements per token."""
     tokens = x.micro_batch * x.seq_len / x.cp
     chunked = x.activation_bytes * np.where(x.fused_kernels > 0, 1.0, 2.0)
-    per_element = np.where(x.loss_kind == 0, p.logits_bytes_per_element, chunked)
+    per_element = np.where(x.loss_kind == 0, p.logits_bytes_per_element,
+                           np.where(x.loss_kind == 3, x.activation_bytes, chunked))
     vocab_local = np.where(x.loss_kind == 2, np.minimum(x.hidden, x.vocab), x.vocab) / x.tp
     return tokens * vocab_local * per_element
 

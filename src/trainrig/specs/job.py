@@ -116,10 +116,12 @@ class TrainingSpec(FrozenSpec):
     qlora, `none` otherwise. NF4: 4 bits plus an fp32 absmax per block of 64; `nf4-double` also
     quantizes those constants (Dettmers et al. 2023); int8: LLM.int8 with an fp32 scale per row;
     gptq-int4: 4 bits plus a 16-bit scale and a 4-bit zero per group of 128."""
-    loss: Literal["full", "chunked", "fused_linear"] = "full"
-    """Cross-entropy: `full` materializes the fp32 logits of the whole micro-batch; `chunked`
-    upcasts one chunk at a time (torchtune CEWithChunkedOutputLoss, LitGPT chunked CE); `fused_linear`
-    never materializes the logits (Liger, Unsloth)."""
+    loss: Literal["full", "chunked", "fused", "fused_linear"] = "full"
+    """Cross-entropy: `full` (PyTorch's) materializes the fp32 logits of the whole micro-batch;
+    `chunked` upcasts one chunk at a time (torchtune CEWithChunkedOutputLoss, LitGPT chunked CE);
+    `fused` is one kernel over the 16-bit logits that writes their gradient in place (flash-attn's
+    CrossEntropyLoss with inplace_backward, llm-foundry's default `fused_crossentropy`);
+    `fused_linear` never materializes the logits (Liger, Unsloth)."""
     activation_offload: bool = False
     """The activations saved for backward are copied to host memory on a side stream and brought back
     for backward (torchtune `enable_activation_offloading`)."""
