@@ -201,8 +201,10 @@ def _assumptions(job: Job) -> list[str]:
     t = job.training
     given = t.model_fields_set
     said = []
-    if "fused_kernels" not in given:
-        said.append("fused norm/activation kernels (fused_kernels: true)")
+    if t.fused_kernels is None:
+        fused = t.kernels_fused(job.framework.fused_kernels)
+        said.append("fused norm/activation kernels (fused_kernels: true)" if fused
+                    else f"eager PyTorch kernels, {job.framework.name}'s default (fused_kernels: false)")
     if t.flash_attention and "flash_attention_version" not in given:
         said.append("FlashAttention-2-class attention kernel")
     if "framework" not in given:

@@ -257,7 +257,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
         sequence_parallel=float(t.sequence_parallel),
         flash_attention=float(t.flash_attention), flash_attention_version=float(t.flash_attention_version),
-        fused_kernels=float(t.fused_kernels), dropout=float(t.dropout),
+        fused_kernels=float(t.kernels_fused(fw.fused_kernels)), dropout=float(t.dropout),
         activation_bytes=2 if mixed else 4, weight_bytes=2 if mixed else 4,
         # gradients are accumulated and reduced in fp32 by default (Megatron's main_grad, PyTorch
         # AMP, FSDP reduce_dtype): 4 bytes; MODELING.md's 18 B/param for Megatron. Pure

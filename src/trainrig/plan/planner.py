@@ -8,7 +8,7 @@ the CLI, which owns the clock.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -89,6 +89,7 @@ class Planner:
         """Resolve the model and GPUs, check the request and list the node kinds (arguments as `plan`)."""
         catalog = load_catalog(tuple(catalog_dirs))
         spec, model_note = resolve_model(model, tuple(catalog_dirs))
+        space = framework_space(catalog, training or {}, method, space or SearchSpace())
         request = make_request(spec, tokens, seq_len, global_batch, precision, method, training, deadline_days,
                                budget_usd, max_gpus, max_nodes, objective, top_k, priced_only, space,
                                memory_headroom)
@@ -297,3 +298,12 @@ def deadline_text(seconds: float) -> str:
     return f"{seconds / 3600.0:.3g}-hour"
 
 
+def framework_space(catalog: Catalog, training: Mapping[str, Any], method: str, space: SearchSpace) -> SearchSpace:
+    """The layouts the job's stack can run: no tensor or pipeline parallelism where its framework
+    has none, and none for QLoRA, whose quantized linears (bitsandbytes, torchao NF4) are not
+    sharded by any stack that runs it."""
+    name = training.get("framework", "custom") if isinstance(training, Mapping) else "custom"
+    framework = catalog.frameworks.get(str(name)).entry
+    quantized = method == "qlora" or training.get("quantization", "none") not in ("none", None)
+    return replace(space, tensor_parallel=space.tensor_parallel and framework.tensor_parallel and not quantized,
+                   pipeline_parallel=space.pipeline_parallel and framework.pipeline_parallel and not quantized)

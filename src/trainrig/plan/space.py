@@ -40,6 +40,10 @@ class SearchSpace:
     """Context parallelism up to this degree, and only while each rank keeps ≥ min_tokens_per_cp_rank."""
     min_tokens_per_cp_rank: int = 2048
     max_ep: int = 64
+    tensor_parallel: bool = True
+    """Whether tp (and sequence parallelism) > 1 is tried: off for stacks without it."""
+    pipeline_parallel: bool = True
+    """Whether pp > 1 is tried: off for stacks without it."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,9 @@ def _layouts(shape: ModelShape, n_gpus: int, gpus_in_node: int, seq_len: int,
 def _coarse_rows(shape, n_gpus, gpus_in_node, seq_len, global_batches, space) -> list[tuple[int, ...]]:
     """(tp, pp, cp, ep, dp, vpp, micro_batch, global_batch) rows that the job rules accept."""
     rows = []
-    for tp, cp, pp in product(_tp_values(shape, gpus_in_node), _cp_values(seq_len, space), _divisors(shape.n_layers)):
+    tps = _tp_values(shape, gpus_in_node) if space.tensor_parallel else [1]
+    pps = _divisors(shape.n_layers) if space.pipeline_parallel else [1]
+    for tp, cp, pp in product(tps, _cp_values(seq_len, space), pps):
         if n_gpus % (tp * cp * pp):
             continue
         dp = n_gpus // (tp * cp * pp)

@@ -12,6 +12,10 @@ __all__ = ["FrameworkSpec", "CUSTOM_FRAMEWORK"]
 class FrameworkSpec(CatalogEntry):
     """A training framework as the estimate needs it (catalog `frameworks`)."""
 
+    fused_kernels: bool | None = None
+    """Whether the stack fuses norms, activations and rotary embeddings when the job does not say:
+    false = eager PyTorch modules (HF Trainer without torch_compile, torchtune whose configs default
+    to `compile: False`, LitGPT 2023); true = its own fused kernels (Megatron, Unsloth); null = no default."""
     persistent_grad_buffer: bool = False
     """Gradients live in a buffer allocated once and kept between steps (Megatron's contiguous
     main_grad buffer, DeepSpeed's gradient partitions), so they are alive during the forward too;

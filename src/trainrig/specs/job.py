@@ -88,9 +88,11 @@ class TrainingSpec(FrozenSpec):
     flash_attention_version: Literal[1, 2] = 2
     """Generation of that fused kernel: 2 = FlashAttention-2 or later (also PyTorch SDPA's flash
     backend); 1 = FlashAttention-1 and its Triton ports (e.g. llm-foundry's `attn_impl: triton`)."""
-    fused_kernels: bool = True
+    fused_kernels: bool | None = None
     """Norms, activations and rotary embeddings run as fused kernels (Megatron/Apex, torch.compile,
-    Liger); false = eager PyTorch, one kernel per elementwise op (e.g. torchtitan without compile)."""
+    Liger); false = eager PyTorch, one kernel per elementwise op (e.g. torchtitan without compile);
+    unset = the framework's default (eager for HF Trainer, torchtune and LitGPT without compile),
+    fused otherwise."""
     optimizer: Literal["adamw", "adam8bit", "paged_adamw", "paged_adamw8bit", "sgd", "adafactor"] = "adamw"
     """Optimizer; decides the bytes of state per trainable parameter. The paged variants
     (bitsandbytes) keep their states in CUDA unified memory, outside PyTorch's allocator, which the
@@ -169,6 +171,12 @@ class TrainingSpec(FrozenSpec):
         """The adapted linears as names from LORA_MODULES."""
         targets = self.lora_targets
         return LORA_TARGET_SETS[targets] if isinstance(targets, str) else targets
+
+    def kernels_fused(self, framework_default: bool | None) -> bool:
+        """Whether elementwise kernels are fused: as set, else the framework's default, else yes."""
+        if self.fused_kernels is not None:
+            return self.fused_kernels
+        return True if framework_default is None else framework_default
 
     @property
     def real_seq_len(self) -> int:
