@@ -15,9 +15,10 @@ from trainrig.catalog import load_catalog
 from trainrig.catalog.job_file import apply_change, load_job
 from trainrig.estimate import Estimate
 from trainrig.estimate import estimate as run_estimate
+from trainrig.specs import Offer
 
 __all__ = ["gpus_answer", "models_answer", "preset_json", "estimate_with_variants", "estimate_json", "timed",
-           "cheapest_offer_price"]
+           "cheapest_offer_price", "cheapest_offer"]
 
 
 def gpus_answer(extra_dirs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -59,12 +60,17 @@ def estimate_with_variants(mapping: Mapping[str, Any], what_if: Sequence[str] = 
     return base, variants
 
 
+def cheapest_offer(gpu_id: str, extra_dirs: tuple[str, ...] = ()) -> Offer | None:
+    """The catalog offer of a GPU type with the lowest on-demand $/GPU-hour (None where none has a price)."""
+    offers = [o for o in load_catalog(tuple(extra_dirs)).offers if o.gpu == gpu_id and o.usd_per_gpu_hour]
+    return min(offers, key=lambda o: o.usd_per_gpu_hour) if offers else None
+
+
 def cheapest_offer_price(gpu_id: str, extra_dirs: tuple[str, ...] = ()) -> tuple[float | None, str | None]:
     """The lowest on-demand $/GPU-hour among the catalog's offers of a GPU type, and a note citing it."""
-    offers = [o for o in load_catalog(tuple(extra_dirs)).offers if o.gpu == gpu_id and o.usd_per_gpu_hour]
-    if not offers:
+    best = cheapest_offer(gpu_id, extra_dirs)
+    if best is None:
         return None, None
-    best = min(offers, key=lambda o: o.usd_per_gpu_hour)
     return best.usd_per_gpu_hour, (f"cost at ${best.usd_per_gpu_hour:g}/GPU-h, the cheapest catalog offer for "
                                    f"{gpu_id} ({best.provider} {best.instance}, price read {best.price_date});"
                                    " --price to change")

@@ -259,3 +259,14 @@ def test_serve_rejects_a_bad_port_with_exit_2():
                             text=True, timeout=60)
     assert result.returncode == 2
     assert "port" in result.stderr
+
+
+def test_fit_equals_the_cli_for_the_same_job(client, tmp_path):
+    job_file = tmp_path / "job.json"
+    job_file.write_text(json.dumps(JOB))
+    answer = client.post("/api/fit", json=JOB)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == cli_json("fit", str(job_file))
+    assert answer.json()["micro_batch"]["value"] >= JOB["training"]["micro_batch"]
+    bad = client.post("/api/fit", json={**JOB, "training": {**JOB["training"], "loss": "sideways"}})
+    assert bad.status_code in (400, 422) and "training.loss" in bad.text

@@ -18,7 +18,8 @@ app = typer.Typer(
 )
 
 # Each module defines `register(app)`; listed here in the order `trainrig --help` shows them.
-VERBS = ("estimate", "plan", "compare", "validate", "models", "gpus", "probe", "monitor", "runs", "report", "serve")
+VERBS = ("estimate", "fit", "plan", "compare", "validate", "models", "gpus", "probe", "monitor", "runs", "report",
+         "serve")
 
 for verb in VERBS:
     importlib.import_module(f"trainrig.cli.commands.{verb}").register(app)

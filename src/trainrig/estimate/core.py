@@ -75,7 +75,8 @@ def evaluate(x: Inputs, p: ModelParameters) -> Outputs:
 def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
     memory_x = x
     # time runs at the padded length of a micro-batch; memory peaks at the longest sample (seq_len)
-    x = x.with_values(seq_len=x.compute_seq_len)
+    if np.any(x.compute_seq_len != x.seq_len):
+        x = x.with_values(seq_len=x.compute_seq_len)
     micro = _micro_batch(x, p)
     m = x.micro_batches
     per_micro = micro["compute"] + micro["launch_overhead"] + micro["tp_comm"] + micro["cp_comm"] + micro["ep_comm"]
@@ -400,6 +401,8 @@ def _offload_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     Offloaded parameters are fetched for forward and again for backward (ZeRO-Infinity, FSDP
     cpu_offload), prefetched a layer ahead; offloaded activations go out during forward and come
     back during backward on a side stream (torchtune activation offloading)."""
+    if not np.any((x.offload >= 2) | (x.activation_offload > 0)):
+        return 0.0
     dense, experts = local_parameter_counts(x)
     shard = np.where(x.zero >= 3, x.dp * x.cp, 1.0)
     link_gbs = np.where(x.offload_nvme > 0, np.fmin(x.pcie_bandwidth_gbs, x.storage_read_gbs), x.pcie_bandwidth_gbs)
@@ -457,8 +460,10 @@ def _host_ram_gb(x: Inputs, p: ModelParameters):
     shard_weights = np.where(x.zero >= 3, x.dp * x.cp, 1.0)
     states = np.where((x.offload == 1) | (x.offload == 3), trainable / shard_states * x.optimizer_bytes, 0.0)
     weights = np.where(x.offload >= 2, (dense + experts) / shard_weights * x.weight_bytes, 0.0)
-    saved, _ = activation_bytes_per_layer(x)
-    activations = np.where(x.activation_offload > 0, saved * in_flight_layers(x), 0.0)
+    activations = 0.0
+    if np.any(x.activation_offload > 0):
+        saved, _ = activation_bytes_per_layer(x)
+        activations = np.where(x.activation_offload > 0, saved * in_flight_layers(x), 0.0)
     offloaded = (np.where(x.offload_nvme > 0, 0.1, 1.0) * (states + weights) + activations) * x.gpus_per_node / 1e9
     # a LoRA checkpoint holds the adapters only; the frozen base is read from the hub's files
     saved_params = np.where(x.method == 0, x.params_total, trainable * x.pp * x.tp)

@@ -48,6 +48,22 @@ def _end_parameters(x: Inputs):
     return ends / x.tp
 
 
+def _memoized(function):
+    """Remember the last call's answer for the same `Inputs` object: one evaluation asks for the
+    parameter counts and activations of one `x` several times (Inputs is immutable, and holding it
+    in the memo keeps its identity from being reused)."""
+    last: list = [None, None]
+
+    def wrapper(x: Inputs):
+        if last[0] is not x:
+            last[0], last[1] = x, function(x)
+        return last[1]
+
+    wrapper.__doc__, wrapper.__name__ = function.__doc__, function.__name__
+    return wrapper
+
+
+@_memoized
 def local_parameter_counts(x: Inputs):
     """Parameters one GPU of the largest pipeline stage holds, before ZeRO sharding.
 
@@ -66,6 +82,7 @@ def local_parameter_counts(x: Inputs):
     return dense, experts
 
 
+@_memoized
 def trainable_parameter_counts(x: Inputs):
     """(dense, expert) parameters that train on one GPU: all of them (full), or the adapters of its
     layers, plus the embedding and head when they train beside them (LoRA/QLoRA)."""
@@ -86,6 +103,18 @@ def _frozen_base_bytes(x: Inputs, dense, experts):
 
 
 def activation_bytes_per_layer(x: Inputs, recompute_override=None):
+    """Activation bytes one layer saves for backward (see `_activation_bytes_per_layer`)."""
+    if recompute_override is None:
+        return _activations_as_configured(x)
+    return _activation_bytes_per_layer(x, recompute_override)
+
+
+@_memoized
+def _activations_as_configured(x: Inputs):
+    return _activation_bytes_per_layer(x, None)
+
+
+def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     """Activation bytes one layer saves for backward, for one micro-batch on one GPU:
     (saved, the layer's whole set, which a full recompute rebuilds while it backpropagates).
 

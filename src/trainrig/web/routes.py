@@ -89,6 +89,15 @@ def estimate(body: EstimateBody) -> FiniteJSONResponse:
     return FiniteJSONResponse(estimate_json(base, variants))
 
 
+@router.post("/fit", responses={**_ok("`trainrig fit --json`: largest micro-batch, longest sequence, fewest GPUs, "
+                                       "cheapest GPU type that fit"), **ERROR_RESPONSES})
+def fit(body: EstimateBody) -> FiniteJSONResponse:
+    """What fits: the largest micro-batch and sequence, the fewest GPUs and the cheapest GPU type."""
+    from trainrig.fit_answers import fit_answer
+
+    return FiniteJSONResponse(fit_answer(job_mapping(body.job())).to_dict())
+
+
 @router.post("/node", responses={**_ok("The node around the GPUs, each choice with its reason"),
                                  **ERROR_RESPONSES})
 def node(body: EstimateBody) -> FiniteJSONResponse:

@@ -57,7 +57,7 @@ def estimate(
 ) -> None:
     """Will it fit, how fast, what binds — for one configuration."""
     flags = {k: v for k, v in locals().items() if k in FLAG_FIELDS and v is not None}
-    mapping = _job_mapping(job_file, flags, set_)
+    mapping = job_mapping_from_flags(job_file, flags, set_)
     base, variants = estimate_with_variants(mapping, what_if, price, tuple(catalog))
     if json_output:
         print_json(estimate_json(base, variants))
@@ -67,7 +67,8 @@ def estimate(
         console.print(what_if_table(base, variants))
 
 
-def _job_mapping(job_file: Path | None, flags: dict[str, Any], changes: list[str]) -> dict[str, Any]:
+def job_mapping_from_flags(job_file: Path | None, flags: dict[str, Any], changes: list[str]) -> dict[str, Any]:
+    """The job a verb was given: the file's mapping, then the flags of FLAG_FIELDS, then `--set` changes."""
     mapping: dict[str, Any] = read_job_file(job_file) if job_file else {}
     mapping = {k: (dict(v) if isinstance(v, dict) else v) for k, v in mapping.items()}
     for flag, value in flags.items():
