@@ -9,6 +9,8 @@ from trainrig.catalog.models import load_model
 from trainrig.errors import TrainrigError
 from trainrig.estimate import Estimate, ModelParameters
 from trainrig.estimate import estimate as estimate
+from trainrig.fit_answers import FitResult
+from trainrig.fit_answers import fit as fit
 from trainrig.monitor import monitor as monitor
 from trainrig.plan import PlanResult
 from trainrig.plan import plan as plan
@@ -21,6 +23,8 @@ __all__ = [
     "load_job",
     "estimate",
     "Estimate",
+    "fit",
+    "FitResult",
     "plan",
     "PlanResult",
     "monitor",

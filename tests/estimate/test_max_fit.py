@@ -222,3 +222,10 @@ def test_bad_limits_name_the_field():
         fit(mapping(), top=0)
     with pytest.raises(TrainrigError, match="max_gpus: 2 is fewer than the tp·pp·cp = 4"):
         fit(mapping(training={"tp": 4}), max_gpus=2)
+
+
+def test_public_api_exports_fit():
+    import trainrig
+    from trainrig import fit_answers
+
+    assert trainrig.fit is fit_answers.fit and "fit" in trainrig.__all__
