@@ -176,3 +176,15 @@ def test_lora_target_names_of_every_stack_resolve_and_typos_do_not():
 
 def test_gib_constant():
     assert GIB == 2**30
+
+
+def test_fit_advice_offers_the_fine_tuning_savers_and_keeps_the_framework():
+    from trainrig.estimate.fit_advice import smallest_fitting_change
+
+    job = make_job(model="llama3-8b", hardware={"gpu": "A100-SXM4-80GB", **ONE_GPU},
+                   training={"seq_len": 8192, "global_batch": 8, "framework": "torchtune"})
+    advice = smallest_fitting_change(job, P)
+    assert advice is not None and "lora" in advice  # full fine-tuning's states cannot fit 80 GB
+    small = make_job(model=LLAMA_SMALL, hardware={"gpu": {"base": "H100-SXM5-80GB", "memory_gib": 2.5}, **ONE_GPU},
+                     training={"seq_len": 1024, "global_batch": 2, "micro_batch": 2})
+    assert smallest_fitting_change(small, P).startswith(("loss: chunked", "together: loss: chunked"))

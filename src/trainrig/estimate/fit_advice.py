@@ -17,8 +17,10 @@ def smallest_fitting_change(job: Job, params: ModelParameters) -> str | None:
     """The first change, from least to most costly in speed, whose job fits; else the shortest
     run of those changes applied together that fits; None if even all of them do not fit.
 
-    Order: recompute (selective, then full), ZeRO stages, offloading the optimizer, smaller
-    micro-batches (more accumulation), then more tensor or pipeline parallelism inside the same GPUs.
+    Order: a chunked loss, recompute (selective, then full), ZeRO stages, 8-bit optimizer states,
+    activation offload, offloading the optimizer, smaller micro-batches (more accumulation), more
+    tensor or pipeline parallelism inside the same GPUs, then LoRA over the frozen base and QLoRA
+    (a different training method, so last).
     """
     candidates = list(_candidates(job))
     for label, changes in candidates:
@@ -53,7 +55,7 @@ def _invalid(job: Job, changes: dict) -> bool:
 
 
 def _job_with(job: Job, changes: dict) -> Job:
-    return Job(model=job.model, hardware=job.hardware,
+    return Job(model=job.model, hardware=job.hardware, framework=job.framework,
                training=job.training.model_copy(update={**changes, "grad_accum": None}))
 
 
@@ -69,6 +71,8 @@ def _fitting_memory_gib(job: Job, changes: dict, params: ModelParameters) -> flo
 
 def _candidates(job: Job) -> Iterator[tuple[str, dict]]:
     t, model = job.training, job.model
+    if t.loss == "full":
+        yield "loss: chunked", {"loss": "chunked"}
     if t.recompute == "none" and not t.flash_attention:
         yield "recompute: selective", {"recompute": "selective"}
     if t.recompute != "full":
@@ -76,6 +80,10 @@ def _candidates(job: Job) -> Iterator[tuple[str, dict]]:
     if t.dp_degree * t.cp > 1:
         for stage in range(t.zero + 1, 4):
             yield f"zero: {stage}", {"zero": stage}
+    if t.optimizer in ("adamw", "paged_adamw"):
+        yield "optimizer: adam8bit", {"optimizer": "adam8bit"}
+    if not t.activation_offload:
+        yield "activation_offload: true", {"activation_offload": True}
     if t.offload == "none" and t.method == "full":
         yield "offload: optimizer", {"offload": "optimizer"}
     micro = t.micro_batch // 2
@@ -88,3 +96,7 @@ def _candidates(job: Job) -> Iterator[tuple[str, dict]]:
     for pp in (2 * t.pp, 4 * t.pp, 8 * t.pp):
         if t.dp_degree * t.pp % pp == 0 and model.n_layers % pp == 0:
             yield f"pp: {pp}", {"pp": pp, "dp": "auto"}
+    if t.method == "full":
+        yield "method: lora", {"method": "lora", "quantization": None}
+    if t.method != "qlora":
+        yield "method: qlora", {"method": "qlora", "quantization": None}
