@@ -185,6 +185,12 @@ def test_fit_advice_offers_the_fine_tuning_savers_and_keeps_the_framework():
                    training={"seq_len": 8192, "global_batch": 8, "framework": "torchtune"})
     advice = smallest_fitting_change(job, P)
     assert advice is not None and "lora" in advice  # full fine-tuning's states cannot fit 80 GB
-    small = make_job(model=LLAMA_SMALL, hardware={"gpu": {"base": "H100-SXM5-80GB", "memory_gib": 2.5}, **ONE_GPU},
-                     training={"seq_len": 1024, "global_batch": 2, "micro_batch": 2})
-    assert smallest_fitting_change(small, P).startswith(("loss: chunked", "together: loss: chunked"))
+    training = {"seq_len": 1024, "global_batch": 2, "micro_batch": 2}
+    full_loss = estimate(make_job(model=LLAMA_SMALL, hardware=ONE_GPU, training=training)).memory_per_gpu_gib
+    chunked = estimate(make_job(model=LLAMA_SMALL, hardware=ONE_GPU,
+                                training={**training, "loss": "chunked"})).memory_per_gpu_gib
+    # a GPU on which only the chunked loss fits: the cheapest saver is the one proposed
+    capacity = (full_loss + chunked) / 2 / (1 - P.fit_headroom_fraction)
+    small = make_job(model=LLAMA_SMALL, training=training,
+                     hardware={"gpu": {"base": "H100-SXM5-80GB", "memory_gib": capacity}, **ONE_GPU})
+    assert smallest_fitting_change(small, P).startswith("loss: chunked")
