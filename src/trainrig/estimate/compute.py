@@ -182,4 +182,20 @@ def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
     total = total + x.n_moe_layers * moe_permute
     # fp8: each GEMM input is cast (read 2 bytes, write 1) before the GEMM (Micikevicius et al. 2022)
     fp8_casts = x.fp8 * 1.5 * x.n_layers * (2 * x.hidden + x.n_heads * x.head_dim + x.ffn_hidden) / x.tp
-    return e * total + fp8_casts * e + x.n_layers * softmax_bytes
+    return e * total + fp8_casts * e + x.n_layers * softmax_bytes + x.n_layers * adapter_bytes_per_token(x)
+
+
+def adapter_bytes_per_token(x: Inputs):
+    """HBM bytes one layer's LoRA branches move per token in the forward: each adapted linear reads
+    its input again for A (after dropout, which reads it and writes a copy and a 1-byte mask), writes
+    B's output, and adds it to the base output (read both, write the sum); A's rank-wide output is
+    negligible. PEFT applies each adapter, and its dropout, separately."""
+    e = x.activation_bytes
+    q_width, kv_width = x.n_heads * x.head_dim / x.tp, x.kv_heads * x.head_dim / x.tp
+    first = np.where(x.mlp_matrices == 3, x.lora_gate + x.lora_up, np.maximum(x.lora_gate, x.lora_up))
+    fan_in = (x.hidden * (x.lora_q + x.lora_k + x.lora_v + first) + q_width * x.lora_o
+              + x.ffn_hidden / x.tp * x.lora_down)
+    fan_out = (q_width * x.lora_q + kv_width * (x.lora_k + x.lora_v) + x.hidden * (x.lora_o + x.lora_down)
+               + x.ffn_hidden / x.tp * first)
+    per_token = fan_in * (e + x.lora_dropout * (2 * e + 1)) + 4 * e * fan_out
+    return np.where(x.method > 0, per_token, 0.0)

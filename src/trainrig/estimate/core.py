@@ -168,10 +168,13 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
 def host_issue_s(x: Inputs, p: ModelParameters):
     """Host time to issue one micro-batch's kernels on one GPU: (forward, backward + recompute)."""
     forward_kernels, backward_kernels = _kernels_per_layer(x, p)
+    forward_ops, backward_ops = _small_ops_per_layer(x, p)
     layers = x.n_layers / x.pp
     # + embedding, logits and loss: ~8 kernels forward, ~12 backward
-    return ((layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6,
-            (layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6)
+    return ((layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6
+            + layers * forward_ops * p.eager_op_host_us * 1e-6,
+            (layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6
+            + layers * backward_ops * p.eager_op_host_us * 1e-6)
 
 
 def _overlapped_s(host, gpu, exponent: float):
@@ -266,27 +269,40 @@ def _logits_times_s(x: Inputs, tokens, gemm):
 
 
 def _kernels_per_layer(x: Inputs, p: ModelParameters):
-    """Kernels one layer launches per micro-batch: (forward, backward + recomputation).
+    """Kernels one layer launches per micro-batch from its modules: (forward, backward + recomputation).
 
     Forward: 2 norms, 4 GEMMs, rotary (q and k), attention (1 fused kernel; unfused: 2 batched
     GEMMs, softmax, dropout; an eager softmax is 4 more: upcast, scale, mask, downcast), 2 residual
     adds, the activation, and the TP collectives (2, or 4 with sequence parallelism). Backward:
     every forward kernel's gradient, plus the weight-gradient GEMMs (4 per layer; the attention
-    GEMMs have 2 gradient GEMMs each). Eager elementwise work (norms, rotary, residual adds,
-    activation) takes `eager_elementwise_factor` kernels per fused one.
+    GEMMs have 2 gradient GEMMs each). Each costs `kernel_launch_us` of host time; the extra small
+    ops of eager code and of adapters are counted apart (`_small_ops_per_layer`).
     """
     attention = np.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout + 4.0 * eager_softmax(x))
     tp_collectives = np.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel_active), 0.0)
     moe = 8.0 * x.n_moe_layers / x.n_layers  # router GEMM, top-k, permute, unpermute, grouped GEMMs
-    elementwise = (2 + 2 * x.rope + 2 + 1) * eager_elementwise_scale(x, p)
-    # each adapted linear adds its two small GEMMs and the scaled add (+ dropout); backward twice that
-    adapted = np.where(x.method > 0, x.lora_q + x.lora_k + x.lora_v + x.lora_o + x.lora_gate + x.lora_up
-                       + x.lora_down, 0.0)
-    adapter_forward = adapted * (3 + x.lora_dropout)
-    forward = 4 + attention + elementwise + tp_collectives + moe + adapter_forward
-    backward = forward + adapter_forward + 4 + np.where(x.flash_attention > 0, 1.0, 2.0)
+    elementwise = 2 + 2 * x.rope + 2 + 1
+    forward = 4 + attention + elementwise + tp_collectives + moe
+    backward = forward + 4 + np.where(x.flash_attention > 0, 1.0, 2.0)
     recompute = np.where(x.recompute == 2, forward, 0.0)
     return forward, backward + recompute
+
+
+def _small_ops_per_layer(x: Inputs, p: ModelParameters):
+    """Small eager ops one layer adds per micro-batch: (forward, backward + recomputation).
+
+    Eager elementwise work (norms, rotary, residual adds, activation) takes
+    `eager_elementwise_factor` ops per fused kernel, the extra ones issued by the same module; each
+    adapted linear adds its two small GEMMs and the scaled add (+ dropout), backward twice that.
+    These are single aten ops inside a module's forward, each costing `eager_op_host_us`.
+    """
+    extra = (2 + 2 * x.rope + 2 + 1) * (eager_elementwise_scale(x, p) - 1)
+    adapted = np.where(x.method > 0, x.lora_q + x.lora_k + x.lora_v + x.lora_o + x.lora_gate + x.lora_up
+                       + x.lora_down, 0.0)
+    adapters = adapted * (3 + x.lora_dropout)
+    forward = extra + adapters
+    backward = extra + 2 * adapters + np.where(x.recompute == 2, forward, 0.0)
+    return forward, backward
 
 
 # ---- parallelism traffic ------------------------------------------------------------------------

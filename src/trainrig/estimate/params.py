@@ -64,6 +64,11 @@ class ModelParameters:
     hooks plus the CUDA launch itself (~5 µs of it). When the GPU work of a kernel is shorter, the
     step waits on the CPU. Fitted on the small-model runs of the bundled set, with
     `host_gpu_overlap_exponent`."""
+    eager_op_host_us: float = 10.0
+    """Host time of one small eager op inside a module's forward or backward (the extra elementwise
+    ops of eager code, LoRA's adapter GEMMs, dropout and add): ~5 µs of dispatch and autograd
+    recording, measured with tiny tensors on the CPU here (`python benchmarks/eager_op_host_time.py`:
+    5.0 µs per forward op), plus a few µs for the CUDA launch itself (MODELING.md)."""
     host_gpu_overlap_exponent: float = 3.209
     """How well the host's kernel issue overlaps the GPU's execution within a pass: the pass takes
     the k-norm (host^k + gpu^k)^(1/k) of the two totals; k = ∞ would be the slower side alone.

@@ -1,0 +1,46 @@
+"""Speed of fine-tuning stacks: adapters' extra ops and bytes, eager small ops, dequantization."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs import make_job
+from trainrig import estimate
+from trainrig.estimate.compute import adapter_bytes_per_token
+from trainrig.estimate.core import host_issue_s
+from trainrig.estimate.inputs import inputs_from_job
+from trainrig.estimate.params import DEFAULT_PARAMETERS as P
+
+LLAMA = {"n_layers": 8, "hidden": 1024, "n_heads": 8, "n_kv_heads": 8, "ffn_hidden": 2816, "vocab": 32000}
+ONE_GPU = {"gpu": "A100-SXM4-80GB", "n_gpus": 1, "gpus_per_node": 1}
+
+
+def job(**training):
+    return make_job(model=LLAMA, hardware=ONE_GPU, training={"seq_len": 512, "global_batch": 8, **training})
+
+
+def test_adapter_bytes_follow_fan_in_and_fan_out():
+    # LoRA on q only, no dropout: read the input again (2h), write B's output and add it (4·2·h)
+    x = inputs_from_job(job(method="lora", lora_targets=["q"]), P)
+    assert float(adapter_bytes_per_token(x)) == pytest.approx(2 * 1024 + 4 * 2 * 1024)
+    assert float(adapter_bytes_per_token(inputs_from_job(job(), P))) == 0.0
+
+
+def test_more_adapted_linears_take_longer():
+    few = estimate(job(method="lora", lora_targets=["q", "v"]))
+    many = estimate(job(method="lora", lora_targets="all-linear"))
+    assert many.step_time_s > few.step_time_s
+
+
+def test_eager_small_ops_cost_host_time_at_their_own_rate():
+    fused = host_issue_s(inputs_from_job(job(fused_kernels=True), P), P)
+    eager = host_issue_s(inputs_from_job(job(fused_kernels=False), P), P)
+    # 7 fused elementwise kernels per layer become 7·factor eager ops: 7·(factor−1) extra, forward
+    extra_forward = 8 * 7 * (P.eager_elementwise_factor - 1) * P.eager_op_host_us * 1e-6
+    assert float(eager[0] - fused[0]) == pytest.approx(extra_forward, rel=1e-9)
+
+
+def test_a_quantized_base_is_slower_than_a_16_bit_one():
+    lora = estimate(job(method="lora"))
+    qlora = estimate(job(method="qlora"))
+    assert qlora.step_time_s > lora.step_time_s
