@@ -281,3 +281,66 @@ def test_the_real_server_answers_bad_input_with_4xx_and_keeps_serving(server):
     assert huge_status == 413 and huge["field"] == "body"
     good_status, good = _post(api, json.dumps({"model": "llama3-8b", "hardware": {"gpu": "h100"}}).encode())
     assert good_status == 200 and "mfu" in good
+
+
+SMALL_JOB = {"model": "gpt3-350m", "hardware": {"gpu": "RTX-4090", "n_gpus": 1},
+             "training": {"seq_len": 2048, "global_batch": 64, "micro_batch": 1, "precision": "bf16", "method": "full",
+                          "tokens": 1e9}}
+
+
+def fill_small_job(page) -> None:
+    page.select_option("#model-preset", SMALL_JOB["model"])
+    page.select_option("#gpu", SMALL_JOB["hardware"]["gpu"])
+    page.fill("#n-gpus", str(SMALL_JOB["hardware"]["n_gpus"]))
+    page.fill("#seq-len", str(SMALL_JOB["training"]["seq_len"]))
+    page.fill("#global-batch", str(SMALL_JOB["training"]["global_batch"]))
+    page.fill("#tokens", "1e9")
+
+
+def test_the_what_fits_panel_shows_the_fit_api_answers_after_the_estimate(server, browser, artifacts):
+    status, expected = _post(f"{server}/api/fit", json.dumps(SMALL_JOB).encode())
+    assert status == 200, expected
+    page, problems = open_page(browser, server, LAPTOP)
+    fill_small_job(page)
+    page.click("#run")
+    page.wait_for_selector("[data-testid=mfu]")
+    largest = page.locator("[data-testid=fit-micro-batch]")
+    largest.wait_for()
+    micro_batch = expected["micro_batch"]
+    assert micro_batch["value"] is not None
+    assert int(largest.get_attribute("data-value")) == micro_batch["value"]
+    assert largest.inner_text() == f"{micro_batch['value']:,}"
+    panel = page.locator("[data-testid=fit-panel]")
+    assert panel.get_by_role("heading", name="What fits").is_visible()
+    assert page.inner_text("[data-testid=fit-micro-batch-memory]") == (
+        f"{micro_batch['memory_per_gpu_gib']:.1f} of {micro_batch['memory_capacity_gib']:.1f} GiB per GPU")
+    for note in micro_batch["notes"]:
+        expect(panel).to_contain_text(note)
+    assert int(page.get_attribute("[data-testid=fit-seq-len]", "data-value")) == expected["seq_len"]["value"]
+    assert int(page.get_attribute("[data-testid=fit-n-gpus]", "data-value")) == expected["n_gpus_needed"]["value"]
+    assert page.get_attribute("[data-testid=fit-cheapest]", "data-value") == expected["cheapest_gpu"]["gpu"]
+    page.screenshot(path=artifacts / "laptop-fit.png", full_page=True)
+
+    phone, phone_problems = open_page(browser, page.url, PHONE)
+    phone.wait_for_selector("[data-testid=fit-micro-batch]")
+    assert int(phone.get_attribute("[data-testid=fit-micro-batch]", "data-value")) == micro_batch["value"]
+    assert fits_the_screen(phone)
+    phone.screenshot(path=artifacts / "phone-fit.png", full_page=True)
+    assert problems == [] and phone_problems == []
+
+
+def test_the_what_fits_panel_waits_without_blocking_the_estimate_and_names_the_field_of_an_error(server, browser):
+    page, _ = open_page(browser, server, LAPTOP)
+    held = []
+    page.route("**/api/fit", lambda route: held.append(route))  # held back: the estimate renders first
+    fill_small_job(page)
+    page.click("#run")
+    page.wait_for_selector("[data-testid=mfu]")
+    status = page.locator("[data-testid=fit-status]")
+    expect(status).to_contain_text("…")
+    assert page.locator("[data-testid=fit-micro-batch]").count() == 0
+    assert len(held) == 1
+    held[0].fulfill(status=422, content_type="application/json",
+                    body=json.dumps({"field": "training.seq_len", "message": "the sequence is too long"}))
+    expect(status).to_contain_text("training.seq_len: the sequence is too long")
+    assert page.locator("[data-testid=mfu]").is_visible()

@@ -8,7 +8,8 @@ import * as views from "./views.js";
 
 const $ = (id) => document.getElementById(id);
 const WHAT_IF_EXAMPLES = ["zero=3", "recompute=full", "inter_node=eth-100g", "precision=fp8", "micro_batch=2"];
-const state = { models: [], gpus: [], offers: [], customModel: null, plan: null, selectedRank: 1, job: null };
+const state = { models: [], gpus: [], offers: [], customModel: null, plan: null, selectedRank: 1, job: null,
+  fitRequest: 0 };
 
 // ---- start ----------------------------------------------------------------------------------------------
 
@@ -216,11 +217,26 @@ async function runEstimate() {
   views.showEstimate(est, { title: "Estimate", node: sizing.node, nodeMessage: sizing.message,
     cli: cliCommand(body.price_usd_per_gpu_hour, body.what_if) });
   document.body.dataset.result = "estimate";
+  loadFit({ model: body.model, hardware: body.hardware, training: body.training });  // not awaited
+}
+
+// What fits, fetched once the estimate is on the page; an answer for an older estimate is dropped.
+async function loadFit(job) {
+  const request = ++state.fitRequest;
+  views.showFitPending();
+  try {
+    const fit = await api("/api/fit", job);
+    if (request === state.fitRequest) views.showFit(fit);
+  } catch (error) {
+    if (request === state.fitRequest) views.showFitError(error);
+  }
 }
 
 async function runPlan() {
   const result = await api("/api/plan", form.planBody(state.customModel));
   state.plan = result;
+  state.fitRequest += 1;  // what fits is shown for an estimate, not for a plan
+  views.hideFit();
   if (!result.plans.some((p) => p.rank === state.selectedRank)) state.selectedRank = 1;
   views.showPlanSummary(result);
   drawPlan();

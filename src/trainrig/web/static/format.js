@@ -11,6 +11,11 @@ export function gib(value) {
   return `${value.toFixed(1)} GiB`;
 }
 
+// "22.1 of 24.0 GiB": memory used against a capacity
+export function gibOf(value, capacity) {
+  return `${value.toFixed(1)} of ${gib(capacity)}`;
+}
+
 export function whole(value) {
   return Math.round(value).toLocaleString(EN);
 }

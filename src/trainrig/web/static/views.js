@@ -152,6 +152,85 @@ function showNotes(est) {
   $("notes").replaceChildren(...est.notes.map((text) => element("li", { text })));
 }
 
+// ---- what fits (`trainrig fit --json`) -----------------------------------------------------------------
+
+export function hideFit() {
+  $("fit-section").hidden = true;
+}
+
+export function showFitPending() {
+  const status = $("fit-status");
+  status.className = "fit-status";
+  status.replaceChildren(element("span", { text: "…" }), element("span", { className: "sr-only", text: " working out what fits" }));
+  status.hidden = false;
+  $("fit-answers").replaceChildren();
+  $("fit-notes").replaceChildren();
+  $("fit-section").setAttribute("aria-busy", "true");
+  $("fit-section").hidden = false;
+}
+
+export function showFitError(error) {
+  const status = $("fit-status");
+  const field = error.field && !String(error.message).includes(error.field) ? `${error.field}: ` : "";
+  status.className = "fit-status error-inline";
+  status.textContent = `Could not work out what fits: ${field}${error.message}`;
+  status.hidden = false;
+  $("fit-answers").replaceChildren();
+  $("fit-notes").replaceChildren();
+  $("fit-section").removeAttribute("aria-busy");
+  $("fit-section").hidden = false;
+}
+
+export function showFit(fit) {
+  $("fit-status").hidden = true;
+  const mb = fit.micro_batch;
+  const seq = fit.seq_len;
+  const gpus = fit.n_gpus_needed;
+  const entries = [
+    ["Largest micro-batch", "micro-batch", mb.value, mb.value === null ? "none fits" : f.whole(mb.value),
+      `this job: ${f.whole(mb.job_value)}`, memoryOf(mb), mb.notes],
+    ["Longest sequence", "seq-len", seq.value, seq.value === null ? "none fits" : `${f.whole(seq.value)} tokens`,
+      `this job: ${f.whole(seq.job_value)}`, memoryOf(seq), seq.notes],
+    ["Fewest GPUs", "n-gpus", gpus.value, gpus.value === null ? "none fits" : `${f.whole(gpus.value)} × ${fit.gpu}`,
+      `this job: ${f.whole(gpus.job_value)}`, memoryOf(gpus), gpus.notes],
+    cheapestEntry(fit.cheapest_gpu),
+  ];
+  $("fit-answers").replaceChildren(...entries.flatMap(([label, id, raw, shown, job, memory, notes]) => {
+    const detail = element("dd");
+    detail.append(element("strong", { text: shown, testid: `fit-${id}`, value: raw }));
+    if (job) detail.append(" ", element("span", { className: "fit-job", text: `(${job})` }));
+    if (memory) detail.append(element("span", { className: "reason", text: memory, testid: `fit-${id}-memory` }));
+    for (const note of notes) detail.append(element("span", { className: "reason fit-note", text: note }));
+    return [element("dt", { text: label }), detail];
+  }));
+  $("fit-notes").replaceChildren(...fit.notes.map((text) => element("li", { text })));
+  $("fit-section").removeAttribute("aria-busy");
+  $("fit-section").hidden = false;
+}
+
+function memoryOf(answer) {
+  if (answer.memory_per_gpu_gib === null) return "";
+  const at = answer.value === null ? " at the smallest value tried" : "";
+  return `${f.gibOf(answer.memory_per_gpu_gib, answer.memory_capacity_gib)} per GPU${at}`;
+}
+
+function cheapestEntry(cheapest) {
+  const best = cheapest.ranked[0];
+  const notes = [...cheapest.notes];
+  if (!best || cheapest.gpu === null) {
+    if (cheapest.unpriced.length) {
+      notes.unshift(`fits on ${cheapest.unpriced.map((t) => `${t.n_gpus} × ${t.gpu}`).join(", ")}, without a price`);
+    }
+    return ["Cheapest GPU type", "cheapest", null, "no priced type fits", "", "", notes];
+  }
+  const costs = [`${f.usd(best.usd_per_hour)}/hour`];
+  if (best.cost_usd !== null) costs.push(`the run ${f.usd(best.cost_usd)}`);
+  if (best.offer) notes.unshift(`${best.offer}, ${f.usd(best.usd_per_gpu_hour)}/GPU-h`);
+  return ["Cheapest GPU type", "cheapest", best.gpu, `${f.whole(best.n_gpus)} × ${best.gpu}`,
+    `${costs.join(", ")}${best.is_job_gpu ? "; this job's GPU" : ""}`,
+    `${f.gibOf(best.memory_per_gpu_gib, best.memory_capacity_gib)} per GPU`, notes];
+}
+
 // ---- a plan ---------------------------------------------------------------------------------------------
 
 export function gpuColours(names) {
