@@ -76,12 +76,14 @@ def test_lora_targets_count_rank_times_fan_in_plus_fan_out():
     assert q_v["optimizer"] == pytest.approx(adapters * 4, rel=1e-9)  # m and v in bf16
 
 
-def test_train_embeddings_adds_the_embedding_and_head_to_the_trained_set():
-    job, lora = state(method="lora")
-    _, with_embeddings = state(method="lora", train_embeddings=True)
+def test_train_embeddings_trains_a_16_bit_copy_beside_the_frozen_original():
+    job, lora = state(method="lora", recompute="full", loss="chunked")
+    _, with_embeddings = state(method="lora", recompute="full", loss="chunked", train_embeddings=True)
     ends = 2 * job.model.vocab * job.model.hidden  # untied embedding and head
-    # fp32 master-free LoRA under AMP: 8 bytes of moments per trained parameter
-    assert with_embeddings["optimizer"] - lora["optimizer"] == pytest.approx(8 * ends, rel=1e-9)
+    # PEFT modules_to_save: a trained bf16 copy beside the frozen bf16 original, bf16 gradients,
+    # AdamW moments in the parameter's dtype (2 + 2 bytes)
+    assert with_embeddings["weights"] - lora["weights"] == pytest.approx(2 * ends, rel=1e-9)
+    assert with_embeddings["optimizer"] - lora["optimizer"] == pytest.approx(4 * ends, rel=1e-9)
 
 
 @pytest.mark.parametrize("saver", [

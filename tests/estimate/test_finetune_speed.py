@@ -44,3 +44,21 @@ def test_a_quantized_base_is_slower_than_a_16_bit_one():
     lora = estimate(job(method="lora"))
     qlora = estimate(job(method="qlora"))
     assert qlora.step_time_s > lora.step_time_s
+
+
+def test_autogptq_torch_dequantization_moves_more_bytes_than_a_fused_nf4_kernel():
+    from trainrig.estimate.inputs import DEQUANT_BYTES_PER_WEIGHT
+
+    nf4 = estimate(job(method="qlora", quantization="nf4"))
+    gptq = estimate(job(method="qlora", quantization="gptq-int4"))
+    assert DEQUANT_BYTES_PER_WEIGHT["gptq-int4"] > 6 * DEQUANT_BYTES_PER_WEIGHT["nf4"]
+    assert gptq.step_time_s > nf4.step_time_s
+
+
+def test_autogptq_keeps_the_dequantized_weights_for_backward_without_recompute():
+    plain = estimate(job(method="qlora", quantization="gptq-int4"))
+    recomputed = estimate(job(method="qlora", quantization="gptq-int4", recompute="full"))
+    nf4 = estimate(job(method="qlora", quantization="nf4"))
+    # 16-bit copies of every layer's linears are saved: more activation memory than NF4's run
+    assert plain.memory_breakdown_gib["activations"] > nf4.memory_breakdown_gib["activations"]
+    assert recomputed.memory_allocated_gib < plain.memory_allocated_gib

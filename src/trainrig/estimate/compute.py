@@ -190,6 +190,8 @@ def adapter_bytes_per_token(x: Inputs):
     its input again for A (after dropout, which reads it and writes a copy and a 1-byte mask), writes
     B's output, and adds it to the base output (read both, write the sum); A's rank-wide output is
     negligible. PEFT applies each adapter, and its dropout, separately."""
+    if not np.any(x.method > 0):
+        return 0.0
     e = x.activation_bytes
     q_width, kv_width = x.n_heads * x.head_dim / x.tp, x.kv_heads * x.head_dim / x.tp
     first = np.where(x.mlp_matrices == 3, x.lora_gate + x.lora_up, np.maximum(x.lora_gate, x.lora_up))

@@ -238,11 +238,12 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
     attention_fwd, attention_bwd = attention_time_s(tokens, x.n_heads / x.tp, x, p)
     elementwise_bytes = p.elementwise_traffic_factor * elementwise_bytes_per_token(x, p) / x.n_layers
     elementwise_fwd = tokens * elementwise_bytes / (x.hbm_bandwidth_gbs * 1e9)
-    elementwise_fwd = elementwise_fwd + _qlora_dequant_s(x)
+    dequant = _qlora_dequant_s(x)
     gemm_fwd, gemm_bwd = (gemm["attention"][i] + (1 - moe_fraction) * gemm["dense_mlp"][i]
                           + moe_fraction * gemm["moe_mlp"][i] for i in (0, 1))
-    forward = gemm_fwd + attention_fwd + elementwise_fwd
-    backward = gemm_bwd + attention_bwd + 2 * elementwise_fwd
+    forward = gemm_fwd + attention_fwd + elementwise_fwd + dequant
+    # the backward dequantizes again, unless the forward's 16-bit copy was saved for it (AutoGPTQ)
+    backward = gemm_bwd + attention_bwd + 2 * elementwise_fwd + dequant * (1 - x.dequant_saved_for_backward)
     # selective: without flash attention, redo the attention core (Korthikanti et al. 2022 §5);
     # with it, redo the elementwise ops whose outputs were dropped (see memory.py)
     softmax_s = (1 - x.flash_attention) * tokens * 2 * x.activation_bytes * x.n_heads / x.tp * x.seq_len
@@ -253,11 +254,11 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
 
 
 def _qlora_dequant_s(x: Inputs):
-    """A quantized base is dequantized to 16 bits before every use (bitsandbytes and torchao
-    dequantize, then run a 16-bit GEMM): read its storage, write 2 bytes per weight."""
+    """A quantized base is dequantized to 16 bits before every use: `dequant_bytes_per_weight` of
+    HBM traffic per frozen weight and use (see inputs.DEQUANT_BYTES_PER_WEIGHT)."""
     dense, experts = local_parameter_counts(x)
     per_layer = (dense + experts) / (x.n_layers / x.pp)
-    return np.where(x.quantized > 0, per_layer * (x.frozen_weight_bytes + 2) / (x.hbm_bandwidth_gbs * 1e9), 0.0)
+    return np.where(x.quantized > 0, per_layer * x.dequant_bytes_per_weight / (x.hbm_bandwidth_gbs * 1e9), 0.0)
 
 
 def _logits_times_s(x: Inputs, tokens, gemm):
@@ -294,14 +295,18 @@ def _small_ops_per_layer(x: Inputs, p: ModelParameters):
     Eager elementwise work (norms, rotary, residual adds, activation) takes
     `eager_elementwise_factor` ops per fused kernel, the extra ones issued by the same module; each
     adapted linear adds its two small GEMMs and the scaled add (+ dropout), backward twice that.
-    These are single aten ops inside a module's forward, each costing `eager_op_host_us`.
+    A quantized base adds its dequantization ops per linear and use. These are single aten ops
+    inside a module's forward, each costing `eager_op_host_us`.
     """
     extra = (2 + 2 * x.rope + 2 + 1) * (eager_elementwise_scale(x, p) - 1)
     adapted = np.where(x.method > 0, x.lora_q + x.lora_k + x.lora_v + x.lora_o + x.lora_gate + x.lora_up
                        + x.lora_down, 0.0)
     adapters = adapted * (3 + x.lora_dropout)
-    forward = extra + adapters
-    backward = extra + 2 * adapters + np.where(x.recompute == 2, forward, 0.0)
+    # a quantized base's dequantization around each of the layer's linears, every use
+    dequant = x.quantized * x.dequant_ops * (4 + x.mlp_matrices)
+    forward = extra + adapters + dequant
+    backward = (extra + 2 * adapters + dequant * (1 - x.dequant_saved_for_backward)
+                + np.where(x.recompute == 2, forward, 0.0))
     return forward, backward
 
 

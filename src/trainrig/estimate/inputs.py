@@ -27,6 +27,18 @@ LOSS_CODE = {"full": 0.0, "chunked": 1.0, "fused_linear": 2.0, "fused": 3.0}
 # with an fp32 constant per 256 blocks (+(1 + 4/256)/64 B) (Dettmers et al. 2023, QLoRA §3);
 # LLM.int8 one byte plus an fp32 scale per row (Dettmers et al. 2022), negligible per weight;
 # GPTQ 4 bits plus a 16-bit scale and a 4-bit zero per group of 128 (Frantar et al. 2023; AutoGPTQ).
+# HBM bytes one dequantization moves per weight. bitsandbytes (dequantize_4bit, int8) and torchao's
+# NF4 run one kernel: read the storage, write 16 bits. AutoGPTQ's QuantLinear, for the ≥128-row
+# inputs of training (exllama kernels have no backward, so PEFT disables them), unpacks with torch
+# ops (auto_gptq qlinear_cuda_old forward): an int32 shift of every weight (read 0.5, write 4), a cast
+# to int8 (4 → 1), a mask (1 → 1), the zero subtraction (1 → 1) and the fp16 scaling (1 → 2): 16.5.
+DEQUANT_BYTES_PER_WEIGHT = {"nf4": 0.5 + 4 / 64 + 2, "nf4-double": 0.5 + (1 + 4 / 256) / 64 + 2, "int8": 1.0 + 2,
+                            "gptq-int4": 0.5 + 4 + 4 + 1 + 1 + 1 + 1 + 1 + 1 + 2}
+# Ops one dequantize-and-multiply issues beside the GEMM: bitsandbytes and torchao, a dequantize
+# kernel and the output cast; AutoGPTQ's torch path, the shift, cast, add and mask of the zeros,
+# the shift, cast and mask of the weights, the subtraction and scaling, and the input and output
+# casts and bias add around its matmul (auto_gptq qlinear_cuda_old forward).
+DEQUANT_OPS = {"nf4": 2.0, "nf4-double": 2.0, "int8": 2.0, "gptq-int4": 12.0}
 QUANTIZED_WEIGHT_BYTES = {"nf4": 0.5 + 4 / 64, "nf4-double": 0.5 + (1 + 4 / 256) / 64, "int8": 1.0,
                           "gptq-int4": 0.5 + (2 + 0.5) / 128}
 NAN = float("nan")
@@ -89,6 +101,9 @@ class Inputs:
     lora_rank: Any
     frozen_weight_bytes: Any  # bytes per frozen layer-linear weight: 2 (16-bit), ~0.516 (NF4 + double quant) …
     quantized: Any  # 1 when the frozen base is quantized (dequantized per use)
+    dequant_bytes_per_weight: Any  # HBM traffic of one dequantization per weight (DEQUANT_BYTES_PER_WEIGHT)
+    dequant_saved_for_backward: Any  # 1 when autograd keeps the 16-bit dequantized weight (AutoGPTQ's torch path)
+    dequant_ops: Any  # small ops one dequantization issues (DEQUANT_OPS)
     lora_q: Any  # 1 when the linear carries an adapter (see TrainingSpec.lora_targets)
     lora_k: Any
     lora_v: Any
@@ -98,6 +113,7 @@ class Inputs:
     lora_down: Any
     lora_dropout: Any  # 1 when the LoRA branch applies dropout (copies its input for backward)
     train_embeddings: Any
+    embedding_state_bytes: Any  # optimizer moments per trained embedding weight (kept in the model's precision)
     master_weights: Any  # 1 = fp32 master copy (mixed precision); 0 = pure low precision
     paged_optimizer: Any  # 1 = states in CUDA unified memory, outside the allocator
     optimizer_in_backward: Any
@@ -226,6 +242,15 @@ def optimizer_state_bytes(t) -> float:
     return master + OPTIMIZER_MOMENTS[t.optimizer] * moment_bytes + EIGHT_BIT_MOMENT_BYTES.get(t.optimizer, 0.0)
 
 
+def _embedding_state_bytes(t) -> float:
+    """Moments of an embedding trained beside LoRA: PyTorch optimizers keep them in the parameter's
+    dtype (the model's precision); bitsandbytes' 32-bit paged AdamW in fp32, 8-bit ones in a byte."""
+    if t.optimizer in EIGHT_BIT_MOMENT_BYTES:
+        return float(EIGHT_BIT_MOMENT_BYTES[t.optimizer])
+    element = 4.0 if (t.optimizer == "paged_adamw" or t.precision == "fp32") else 2.0
+    return OPTIMIZER_MOMENTS[t.optimizer] * element
+
+
 def optimizer_step_bytes(t) -> float:
     """Bytes the optimizer step moves per trainable parameter. Mixed precision: the table above.
     Pure low precision: read the gradient, the states and the weight, write the states and the
@@ -268,8 +293,12 @@ def _training_fields(job: Job) -> dict[str, float]:
         fp8=float(t.precision == "fp8"), method=METHOD_CODE[t.method], lora_rank=t.lora_rank,
         frozen_weight_bytes=QUANTIZED_WEIGHT_BYTES.get(quantization, 2 if mixed else 4),
         quantized=float(quantization != "none"),
+        dequant_bytes_per_weight=DEQUANT_BYTES_PER_WEIGHT.get(quantization, 0.0),
+        dequant_ops=DEQUANT_OPS.get(quantization, 0.0),
+        dequant_saved_for_backward=float(quantization == "gptq-int4"),
         **{f"lora_{name}": float(name in targets) for name in ("q", "k", "v", "o", "gate", "up", "down")},
         lora_dropout=float(fw.lora_dropout > 0), train_embeddings=float(t.train_embeddings),
+        embedding_state_bytes=_embedding_state_bytes(t),
         master_weights=float(t.master_weights and mixed), paged_optimizer=float(t.optimizer.startswith("paged")),
         optimizer_in_backward=float(t.optimizer_in_backward), loss_kind=LOSS_CODE[t.loss],
         activation_offload=float(t.activation_offload), offload_nvme=float(t.offload_device == "nvme"),

@@ -87,6 +87,8 @@ def trainable_parameter_counts(x: Inputs):
     """(dense, expert) parameters that train on one GPU: all of them (full), or the adapters of its
     layers, plus the embedding and head when they train beside them (LoRA/QLoRA)."""
     dense, experts = local_parameter_counts(x)
+    if not np.any(x.method > 0):  # every row trains every weight
+        return dense, experts
     adapters = lora_parameters_per_layer(x) * x.n_layers / x.pp / x.tp + x.train_embeddings * _end_parameters(x)
     full = x.method == 0
     return np.where(full, dense, adapters), np.where(full, experts, 0.0)
@@ -100,6 +102,13 @@ def _frozen_base_bytes(x: Inputs, dense, experts):
     linears = dense - ends - norms + experts
     unquantized = np.where(x.train_embeddings > 0, 0.0, ends) + norms
     return linears * x.frozen_weight_bytes + unquantized * x.weight_bytes
+
+
+def _frozen_linears_per_layer(x: Inputs):
+    """Weights of one layer's linears on one GPU (what a quantized base stores quantized)."""
+    dense, experts = local_parameter_counts(x)
+    norms = x.params_norms_per_layer * (x.n_layers / x.pp + 0.5)
+    return (dense - _end_parameters(x) - norms + experts) / np.maximum(x.n_layers / x.pp, 1.0)
 
 
 def activation_bytes_per_layer(x: Inputs, recompute_override=None):
@@ -224,10 +233,15 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     # weights: 16-bit copies (full) or the frozen base + adapters (LoRA/QLoRA), ZeRO-3 sharded;
     # ZeRO-3/FSDP gathers a layer (and prefetches the next) in full before using it
     fsdp = x.zero >= 3
-    frozen = _frozen_base_bytes(x, dense, experts) / np.where(fsdp, shard_dense, 1.0)
+    frozen = _frozen_base_bytes(x, dense, experts) / np.where(fsdp, shard_dense, 1.0) if np.any(~full) else 0.0
     resident = np.where(full, x.weight_bytes * sharded(dense, experts, fsdp), frozen)
     adapter_bytes = np.where(x.master_weights > 0, 4.0, x.weight_bytes)  # PEFT keeps adapters in fp32 under AMP
-    adapters = np.where(full, 0.0, adapter_bytes * sharded(trainable_dense, trainable_expert, fsdp))
+    # embeddings trained beside LoRA (PEFT `modules_to_save`): a trained copy in the model's
+    # precision beside the frozen original, so two 16-bit copies, 16-bit gradients and moments
+    ends = np.where(full, 0.0, x.train_embeddings * _end_parameters(x))
+    ends_local = np.where(fsdp, ends / shard_dense, ends)
+    adapters = np.where(full, 0.0, adapter_bytes * (sharded(trainable_dense, trainable_expert, fsdp) - ends_local)
+                        + 2 * x.weight_bytes * ends_local)
     params_offloaded = x.offload >= 2
     resident = np.where(params_offloaded, 0.0, resident)
     layer_params = (dense + experts) / np.maximum(x.n_layers / x.pp, 1.0)
@@ -237,13 +251,18 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     # optimizer states: sharded from ZeRO-1 and on the host when offloaded; a paged optimizer's
     # moments live in unified memory outside the allocator (the fp32 master copy does not)
     trainable_local = sharded(trainable_dense, trainable_expert, x.zero >= 1)
+    ends_states = np.where(x.zero >= 1, ends / shard_dense, ends)
     master_bytes = np.where((x.master_weights > 0) & full, 4.0, 0.0)
-    moments = (x.optimizer_bytes - master_bytes) * trainable_local
+    moments = ((x.optimizer_bytes - master_bytes) * (trainable_local - ends_states)
+               + x.embedding_state_bytes * ends_states)
     off_gpu = (x.offload == 1) | (x.offload == 3)
     paged = np.where(off_gpu, 0.0, x.paged_optimizer * moments)
-    optimizer = np.where(off_gpu, 0.0, x.optimizer_bytes * trainable_local - paged)
+    optimizer = np.where(off_gpu, 0.0, master_bytes * trainable_local + moments - paged)
 
     gradients = _gradient_bytes(x, dense, experts, trainable_dense, trainable_expert, sharded)
+    # the trained embedding copies' gradients are in the model's precision, not the adapters' fp32
+    ends_grads = np.where(x.zero >= 2, ends / shard_dense, ends)
+    gradients = gradients - np.where((x.method > 0) & (x.master_weights > 0), (4.0 - x.weight_bytes) * ends_grads, 0.0)
     accumulating = (x.micro_batches > 1) & (x.optimizer_in_backward == 0)
     gradients_forward = np.where(accumulating | (x.persistent_grad_buffer > 0), gradients, 0.0)
     # optimizer-in-backward frees each gradient once applied: the largest one alive at a time is a
@@ -253,6 +272,11 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     gradients_backward = np.where(x.optimizer_in_backward > 0, gradients * share, gradients)
 
     saved, whole_layer = activation_bytes_per_layer(x)
+    # AutoGPTQ's torch path runs torch.matmul on a dequantized 16-bit weight, which autograd keeps
+    # for the input's gradient: a 16-bit copy of every layer whose activations are held
+    dequantized = x.dequant_saved_for_backward * 2.0 * _frozen_linears_per_layer(x)
+    saved = saved + np.where(x.recompute == 2, 0.0, dequantized)
+    whole_layer = whole_layer + dequantized
     in_flight = in_flight_layers(x)
     # offloaded activations: only the layers being moved stay on the GPU (one each way)
     stage_saved = np.where(x.activation_offload > 0, np.minimum(in_flight, 2.0) * saved, saved * in_flight)
