@@ -28,6 +28,21 @@ __all__ = ["local_parameter_counts", "activation_bytes_per_layer", "memory_break
 PEAK_PHASES = ("forward", "backward")
 
 
+def _memoized(function):
+    """Remember the last call's answer for the same `Inputs` object: one evaluation asks for the
+    parameter counts and activations of one `x` several times (Inputs is immutable, and holding it
+    in the memo keeps its identity from being reused)."""
+    last: list = [None, None, ()]
+
+    def wrapper(x: Inputs, *more):
+        if last[0] is not x or len(more) != len(last[2]) or any(a is not b for a, b in zip(more, last[2], strict=True)):
+            last[0], last[1], last[2] = x, function(x, *more), more
+        return last[1]
+
+    wrapper.__doc__, wrapper.__name__ = function.__doc__, function.__name__
+    return wrapper
+
+
 def lora_parameters_per_layer(x: Inputs):
     """Adapter parameters of one layer: rank·(fan_in + fan_out) for every adapted linear (Hu et al.
     2021). A plain (ungated) MLP has no gate: `gate` then means its first linear, like `up`."""
@@ -41,26 +56,12 @@ def lora_parameters_per_layer(x: Inputs):
     return x.lora_rank * (attention + mlp)
 
 
+@_memoized
 def _end_parameters(x: Inputs):
     """Embedding and output head on this GPU's stage, split over TP (the first stage holds the
     embedding, the last the head; we size the larger)."""
     ends = np.where(x.pp > 1, np.maximum(x.params_embedding, x.params_head), x.params_embedding + x.params_head)
     return ends / x.tp
-
-
-def _memoized(function):
-    """Remember the last call's answer for the same `Inputs` object: one evaluation asks for the
-    parameter counts and activations of one `x` several times (Inputs is immutable, and holding it
-    in the memo keeps its identity from being reused)."""
-    last: list = [None, None]
-
-    def wrapper(x: Inputs):
-        if last[0] is not x:
-            last[0], last[1] = x, function(x)
-        return last[1]
-
-    wrapper.__doc__, wrapper.__name__ = function.__doc__, function.__name__
-    return wrapper
 
 
 @_memoized
@@ -104,6 +105,7 @@ def _frozen_base_bytes(x: Inputs, dense, experts):
     return linears * x.frozen_weight_bytes + unquantized * x.weight_bytes
 
 
+@_memoized
 def _frozen_linears_per_layer(x: Inputs):
     """Weights of one layer's linears on one GPU (what a quantized base stores quantized)."""
     dense, experts = local_parameter_counts(x)
@@ -197,6 +199,7 @@ def in_flight_layers(x: Inputs):
     return np.where(x.vpp > 1, np.minimum(interleaved, layers_per_stage * x.micro_batches), one_f_one_b)
 
 
+@_memoized
 def logits_bytes(x: Inputs, p: ModelParameters):
     """Last stage: the logits and the loss's working copies at their peak, split over TP.
 
