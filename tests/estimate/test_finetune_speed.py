@@ -62,3 +62,16 @@ def test_autogptq_keeps_the_dequantized_weights_for_backward_without_recompute()
     # 16-bit copies of every layer's linears are saved: more activation memory than NF4's run
     assert plain.memory_breakdown_gib["activations"] > nf4.memory_breakdown_gib["activations"]
     assert recomputed.memory_allocated_gib < plain.memory_allocated_gib
+
+
+def test_deepspeed_zero3_pays_its_per_module_fetch_on_the_host():
+    two = {"gpu": "A100-SXM4-80GB", "n_gpus": 2, "gpus_per_node": 2}
+    base = {"seq_len": 256, "global_batch": 16, "zero": 3, "recompute": "full"}
+    custom = make_job(model=LLAMA, hardware=two, training=base)
+    deepspeed = make_job(model=LLAMA, hardware=two, training={**base, "framework": "deepspeed"})
+    fwd_c, bwd_c = host_issue_s(inputs_from_job(custom, P), P)
+    fwd_d, bwd_d = host_issue_s(inputs_from_job(deepspeed, P), P)
+    modules = 8 * (2 + 4 + 3)  # two norms, q, k, v, o and the three MLP linears per layer
+    fetch_s = modules * deepspeed.framework.zero3_module_fetch_us * 1e-6
+    assert float(fwd_d - fwd_c) == pytest.approx(fetch_s, rel=1e-9)
+    assert float(bwd_d - bwd_c) == pytest.approx(2 * fetch_s, rel=1e-9)  # recompute's forward + backward

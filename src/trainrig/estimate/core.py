@@ -170,11 +170,23 @@ def host_issue_s(x: Inputs, p: ModelParameters):
     forward_kernels, backward_kernels = _kernels_per_layer(x, p)
     forward_ops, backward_ops = _small_ops_per_layer(x, p)
     layers = x.n_layers / x.pp
+    fetch_fwd, fetch_bwd = _zero3_fetch_s(x)
     # + embedding, logits and loss: ~8 kernels forward, ~12 backward
     return ((layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6
-            + layers * forward_ops * p.eager_op_host_us * 1e-6,
+            + layers * forward_ops * p.eager_op_host_us * 1e-6 + fetch_fwd,
             (layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6
-            + layers * backward_ops * p.eager_op_host_us * 1e-6)
+            + layers * backward_ops * p.eager_op_host_us * 1e-6 + fetch_bwd)
+
+
+def _zero3_fetch_s(x: Inputs):
+    """ZeRO-3's host work per module with parameters and pass (forward, the recompute's forward, the
+    backward): the framework's `zero3_module_fetch_us` per module — the layer's 2 norms, its attention
+    and MLP linears, and each adapter's two small linears."""
+    adapted = np.where(x.method > 0, x.lora_q + x.lora_k + x.lora_v + x.lora_o + x.lora_gate + x.lora_up
+                       + x.lora_down, 0.0)
+    modules = x.n_layers / x.pp * (2 + 4 + x.mlp_matrices + 2 * adapted)
+    per_pass = np.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
+    return per_pass, per_pass * (1 + (x.recompute == 2))
 
 
 def _overlapped_s(host, gpu, exponent: float):

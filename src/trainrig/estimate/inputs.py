@@ -129,6 +129,7 @@ class Inputs:
     fused_qkv_view_saved: Any
     eager_norm_upcast: Any
     swiglu_saves_activation: Any
+    zero3_module_fetch_us: Any
     quantized_linear_saves_input: Any
     pretokenized: Any
     checkpoint_interval_steps: Any  # inf when no checkpoints are modelled
@@ -307,7 +308,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         fsdp_unsharded_accumulation=float(fw.fsdp_unsharded_accumulation),
         fsdp_frozen_params_get_grads=float(fw.fsdp_frozen_params_get_grads),
         fused_qkv_view_saved=float(fw.fused_qkv_view_saved), eager_norm_upcast=float(fw.eager_norm_upcast),
-        swiglu_saves_activation=float(fw.swiglu_saves_activation),
+        swiglu_saves_activation=float(fw.swiglu_saves_activation), zero3_module_fetch_us=fw.zero3_module_fetch_us,
         quantized_linear_saves_input=float(fw.quantized_linear_saves_input),
         offload=OFFLOAD_CODE[t.offload], pretokenized=float(t.data_format == "pretokenized"),
         checkpoint_interval_steps=float(t.checkpoint_interval_steps or np.inf),

@@ -33,6 +33,9 @@ class FrameworkSpec(CatalogEntry):
     eager_norm_upcast: bool = False
     """Eager (uncompiled) RMSNorm upcasts its input to fp32 and saves that copy for backward
     (Hugging Face and torchtune RMSNorm); false = the norm runs in the training precision."""
+    zero3_module_fetch_us: float = Field(default=0.0, ge=0)
+    """Host time per module and pass that ZeRO-3 spends gathering and releasing the module's
+    parameters beyond the collective itself (hooks, bookkeeping, prefetch), in µs."""
     swiglu_saves_activation: bool = False
     """With fused kernels too, the gated MLP saves silu(gate) beside gate and up (torch.compile's
     default partitioning, as torchtune's compiled Llama 3.2 3B rows measure); false = a fused SwiGLU
