@@ -9,7 +9,7 @@ from rich.text import Text
 
 from trainrig.estimate import Estimate
 from trainrig.estimate.result import RESOURCES
-from trainrig.report.format import duration_text, money_text, na, params_text
+from trainrig.report.format import duration_text, layout_text, money_text, na, params_text
 
 __all__ = ["estimate_view", "what_if_table"]
 
@@ -30,10 +30,7 @@ def _header(est: Estimate) -> Text:
     text.append(f"{c['model']} ({params_text(c['n_params'])} params) on {c['n_gpus']} × {c['gpu']}", style="bold")
     text.append(f"  ({c['n_nodes']} node{'s' if c['n_nodes'] > 1 else ''}, {c['intra_node']}"
                 + (f", {c['inter_node']} between nodes" if c["inter_node"] else "") + ")\n")
-    text.append(f"tp {c['tp']} · pp {c['pp']}" + (f"×{c['vpp']}" if c["vpp"] > 1 else "")
-                + f" · cp {c['cp']} · ep {c['ep']} · dp {c['dp']} · ZeRO {c['zero']} · recompute {c['recompute']}"
-                + f" · {c['precision']} · seq {c['seq_len']} · micro-batch {c['micro_batch']}"
-                + f" · global batch {c['global_batch']} ({c['grad_accum']} accumulation steps)")
+    text.append(layout_text(c))
     return text
 
 

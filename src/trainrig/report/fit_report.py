@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainrig.fit_answers import FitAnswer, FitResult, GpuTypeFit
-from trainrig.report.format import NA, duration_text, money_text, na
+from trainrig.report.format import NA, duration_text, layout_text, money_text, na
 
 __all__ = ["fit_view"]
 
@@ -26,9 +26,7 @@ def _header(result: FitResult) -> Text:
     c = result.config
     text = Text()
     text.append(f"{result.model} on {result.n_gpus} × {result.gpu}", style="bold")
-    text.append(f"  tp {c['tp']} · pp {c['pp']} · cp {c['cp']} · ep {c['ep']} · dp {c['dp']} · ZeRO {c['zero']}"
-                f" · recompute {c['recompute']} · {c['precision']} · seq {c['seq_len']:,}"
-                f" · micro-batch {c['micro_batch']} · global batch {c['global_batch']}\n")
+    text.append(f"\n{layout_text(c)}\n")
     verdict = "[green]fits[/]" if result.fits else "[bold red]does not fit[/]"
     text.append_text(Text.from_markup(f"As given: {verdict}, {result.memory_per_gpu_gib:.1f} of "
                                       f"{result.memory_capacity_gib:g} GiB per GPU"))
