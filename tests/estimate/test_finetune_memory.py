@@ -196,3 +196,17 @@ def test_fit_advice_offers_the_fine_tuning_savers_and_keeps_the_framework():
     small = make_job(model=LLAMA_SMALL, training=training,
                      hardware={"gpu": {"base": "H100-SXM5-80GB", "memory_gib": capacity}, **ONE_GPU})
     assert smallest_fitting_change(small, P).startswith("loss: chunked")
+
+
+@pytest.mark.parametrize("name, expected", [("transformers", "hf-trainer"), ("PEFT", "hf-trainer"),
+                                            ("lit-gpt", "litgpt"), ("torchtune", "torchtune")])
+def test_framework_aliases_resolve_to_their_catalog_entry(name, expected):
+    job = make_job(model=LLAMA_SMALL, training={"framework": name})
+    assert job.training.framework == expected and job.framework.id == expected
+    assert job.framework.sources
+
+
+def test_an_unknown_framework_is_one_sentence_naming_the_field():
+    with pytest.raises(TrainrigError) as error:
+        make_job(model=LLAMA_SMALL, training={"framework": "jax-magic"})
+    assert error.value.field == "training.framework"

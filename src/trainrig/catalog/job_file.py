@@ -67,7 +67,12 @@ def load_job(source: str | Path | Mapping[str, Any], extra_dirs: tuple[str, ...]
     catalog = load_catalog(tuple(extra_dirs))
     model, model_note = resolve_model(data["model"], tuple(extra_dirs))
     hardware, notes = _hardware(data["hardware"], catalog)
-    training = _training(data.get("training") or {})
+    raw_training = data.get("training") or {}
+    if isinstance(raw_training, Mapping) and isinstance(raw_training.get("framework"), str):
+        # aliases (transformers, peft, lit-gpt …) resolve to the catalog id the spec knows
+        named = _lookup(catalog.frameworks, raw_training["framework"], "training.framework").entry
+        raw_training = {**raw_training, "framework": named.id}
+    training = _training(raw_training)
     framework = _lookup(catalog.frameworks, training.framework, "training.framework").entry
     notes = ([model_note] if model_note else []) + notes
     try:
