@@ -83,7 +83,12 @@ class Section(Generic[Entry]):
     def _unknown_message(self, name: str) -> str:
         close = difflib.get_close_matches(normalize_name(name), self._index, n=3, cutoff=0.5)
         ids = list(dict.fromkeys(self.entries[self._index[c]].id for c in close))
-        hint = f"did you mean {' or '.join(ids)}?" if ids else f"`trainrig {self.kind_plural}` lists them."
+        if ids:
+            hint = f"did you mean {' or '.join(ids)}?"
+        elif len(self.entries) <= 12:  # a short list is its own best hint
+            hint = f"valid: {', '.join(self.entries)}."
+        else:
+            hint = f"`trainrig {self.kind_plural}` lists them."
         return f"unknown {self.kind} '{name}'; {hint}"
 
     def _alias_note(self, name: str, entry: Entry) -> str:
