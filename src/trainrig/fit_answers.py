@@ -458,7 +458,8 @@ def _config(job: Job) -> dict[str, Any]:
     return {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "dp": t.dp_degree, "zero": t.zero,
             "recompute": t.recompute, "precision": t.precision, "micro_batch": t.micro_batch,
             "seq_len": t.seq_len, "global_batch": t.global_batch, "grad_accum": t.micro_batches,
-            "tokens": t.tokens, "gpus_per_node": job.hardware.gpus_per_node}
+            "tokens": t.tokens, "gpus_per_node": job.hardware.gpus_per_node, "method": t.method,
+            "framework": t.framework}
 
 
 def _check_positive(field: str, value: Any) -> None:
