@@ -26,11 +26,12 @@ class Estimate(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     fits: bool
-    """Whether the peak memory per GPU fits the GPU's memory."""
+    """Whether memory_per_gpu_gib stays under memory_limit_gib (the capacity less the headroom)."""
     fit_message: str | None
     """Why it does not fit and the smallest change that would (null when it fits)."""
     memory_per_gpu_gib: float
-    """Peak memory per GPU, GiB."""
+    """Peak memory per GPU as the device holds it: the allocator's reserved pool at the peak, the
+    CUDA context and NCCL buffers, GiB (nvidia-smi's view; the breakdown sums to it)."""
     memory_capacity_gib: float
     """The GPU's memory, GiB."""
     memory_allocated_gib: float = 0.0
