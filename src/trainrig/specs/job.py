@@ -268,6 +268,10 @@ class Job(FrozenSpec):
         object.__setattr__(self, "training", training)
         _check_parallelism(self.model, self.hardware, training)
         _check_finetuning(training)
+        if training.framework != self.framework.id:
+            note = (f"training.framework is {training.framework}, but the job carries {self.framework.id}'s facts;"
+                    " load_job resolves them from the catalog")
+            object.__setattr__(self, "notes", (*self.notes, note))
         return self
 
 
