@@ -344,3 +344,67 @@ def test_the_what_fits_panel_waits_without_blocking_the_estimate_and_names_the_f
                     body=json.dumps({"field": "training.seq_len", "message": "the sequence is too long"}))
     expect(status).to_contain_text("training.seq_len: the sequence is too long")
     assert page.locator("[data-testid=mfu]").is_visible()
+
+
+FINETUNE = {"method": "qlora", "framework": "hf-trainer", "optimizer": "paged_adamw8bit", "loss": "chunked"}
+
+
+def test_the_fine_tuning_controls_send_only_what_changed_and_round_trip_through_the_link(server, browser, artifacts):
+    page, problems = open_page(browser, server, LAPTOP)
+    fill_small_job(page)
+    lora_rank = page.get_by_label("LoRA rank")
+    page.click("summary:has-text('Fine-tuning')")
+    assert not lora_rank.is_visible()  # adapters only for LoRA/QLoRA
+    page.select_option("#method", FINETUNE["method"])
+    assert lora_rank.is_visible() and page.get_by_label("Quantization of the base").is_visible()
+    page.get_by_label("Framework").select_option(FINETUNE["framework"])
+    page.get_by_label("Optimizer", exact=True).select_option(FINETUNE["optimizer"])
+    page.get_by_label("Loss").select_option(FINETUNE["loss"])
+    assert page.get_by_label("fp32 master weights").is_checked() and page.get_by_label("Pack samples").is_checked()
+    with page.expect_request("**/api/estimate") as request:
+        page.click("#run")
+    page.wait_for_selector("[data-testid=memory]")
+
+    sent = request.value.post_data_json
+    job = {"model": SMALL_JOB["model"], "hardware": SMALL_JOB["hardware"],
+           "training": {**SMALL_JOB["training"], **FINETUNE}}
+    assert {key: sent[key] for key in ("model", "hardware", "training")} == job  # unchanged defaults stay unsent
+    status, expected = _post(f"{server}/api/estimate", json.dumps(job).encode())
+    assert status == 200, expected
+    assert float(page.get_attribute("[data-testid=memory]", "data-value")) == expected["memory_per_gpu_gib"]
+    assert page.inner_text("[data-testid=memory]") == f"{expected['memory_per_gpu_gib']:.1f} GiB"
+
+    with page.expect_download() as download:
+        page.click("#download")
+    job_file = artifacts / "trainrig-finetune-job.json"
+    download.value.save_as(job_file)
+    assert json.loads(job_file.read_text())["training"] == job["training"]
+    page.screenshot(path=artifacts / "laptop-finetune.png", full_page=True)
+
+    assert "fw=hf-trainer" in page.url and "mw=" not in page.url and "pack=" not in page.url
+    again, again_problems = open_page(browser, page.url, LAPTOP)
+    again.wait_for_selector("[data-testid=memory]")
+    for selector, value in (("#method", "qlora"), ("#framework", "hf-trainer"), ("#optimizer", "paged_adamw8bit"),
+                            ("#loss", "chunked"), ("#offload", ""), ("#quantization", "")):
+        assert again.input_value(selector) == value, selector
+    assert again.is_checked("#master-weights") and again.is_checked("#packing")
+    assert not again.is_checked("#train-embeddings") and not again.is_checked("#activation-offload")
+    assert again.locator("#finetune").get_attribute("open") is not None  # set values are not folded away
+    assert float(again.get_attribute("[data-testid=memory]", "data-value")) == expected["memory_per_gpu_gib"]
+    assert problems == [] and again_problems == []
+
+
+def test_an_error_naming_a_fine_tuning_field_marks_its_control(server, browser):
+    page, _ = open_page(browser, server, LAPTOP)
+    fill_small_job(page)
+    page.select_option("#method", "lora")
+    page.click("summary:has-text('Fine-tuning')")
+    page.uncheck("#packing")
+    page.fill("#mean-seq-len", "99999")  # longer than the sequence
+    page.click("#run")
+    error = page.locator("[data-testid=error]")
+    error.wait_for(state="visible")
+    assert "training.mean_seq_len" in error.inner_text()
+    assert page.get_attribute("#mean-seq-len", "aria-invalid") is not None
+    assert page.get_attribute("#lora-rank", "aria-invalid") is None
+    assert "pack=0" not in page.url  # a failed run leaves the link as it was

@@ -77,6 +77,7 @@ function bindControls() {
   $("job-form").addEventListener("submit", (event) => { event.preventDefault(); run(); });
   for (const radio of document.querySelectorAll("input[name=mode]")) radio.addEventListener("change", onModeChange);
   $("model-preset").addEventListener("change", describeModel);
+  $("method").addEventListener("change", form.showMethodFields);
   $("gpu").addEventListener("change", () => suggestPrice(false));
   $("price").addEventListener("input", () => { delete $("price").dataset.auto; });
   $("config-use").addEventListener("click", useConfigText);
@@ -95,11 +96,13 @@ function bindControls() {
   });
 }
 
-// A section folded away but holding values from the link opens, so nothing set is hidden.
+// A section folded away but holding values from the link opens, so nothing set is hidden. A box counts as
+// set when it differs from its default (some start checked).
 function openSetDetails() {
   for (const details of document.querySelectorAll("#job-form details:not(#custom-model)")) {
     const fields = [...details.querySelectorAll("input, select")];
-    if (fields.some((field) => (field.type === "checkbox" ? field.checked : field.value !== ""))) details.open = true;
+    if (fields.some((field) => (field.type === "checkbox" ? field.checked !== field.defaultChecked
+      : field.value !== ""))) details.open = true;
   }
 }
 
@@ -299,8 +302,11 @@ function showError(error) {
   box.hidden = false;
   for (const input of document.querySelectorAll("[data-fields]")) {
     const fields = input.dataset.fields.split(" ");
-    const hit = error.field && fields.some((name) => error.field === name || error.field.startsWith(`${name}.`));
+    const hit = error.field && fields.some((name) => error.field === name || error.field.startsWith(`${name}.`)
+      || error.field.startsWith(`${name}[`));
     input.toggleAttribute("aria-invalid", Boolean(hit));
+    const folded = hit && input.closest("details");
+    if (folded) folded.open = true;  // the control the error names is shown, not folded away
   }
 }
 

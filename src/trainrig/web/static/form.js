@@ -11,6 +11,16 @@ const FIELDS = {
   prec: "precision", method: "method", gpu: "gpu", n: "n-gpus", gpn: "gpus-per-node", intra: "intra-node",
   inter: "inter-node", price: "price", tp: "tp", pp: "pp", zero: "zero", rc: "recompute", cpu: "cpu-cores",
   storage: "storage", deadline: "deadline", budget: "budget", maxgpus: "max-gpus", obj: "objective",
+  fw: "framework", opt: "optimizer", loss: "loss", offload: "offload", msl: "mean-seq-len", quant: "quantization",
+  rank: "lora-rank", targets: "lora-targets",
+};
+
+// URL parameter → [checkbox id, training field]: in the URL ("1"/"0") and the request only when changed
+// from the box's default (its checked attribute in the page), so untouched boxes change nothing.
+const CHECKS = {
+  emb: ["train-embeddings", "train_embeddings"], mw: ["master-weights", "master_weights"],
+  oib: ["optimizer-in-backward", "optimizer_in_backward"], aoff: ["activation-offload", "activation_offload"],
+  pack: ["packing", "packing"],
 };
 
 export function mode() {
@@ -57,6 +67,36 @@ function batch() {
   return /^\d+\s*-\s*\d+$/.test(raw) ? raw.replace(/\s/g, "") : number("global-batch");
 }
 
+// LoRA/QLoRA only: the adapters and the base's quantization (hidden, and not sent, for full training)
+export function adapters() {
+  return text("method") !== "full";
+}
+
+export function showMethodFields() {
+  $("lora-fields").hidden = !adapters();
+}
+
+function checkChanges() {
+  const changed = {};
+  for (const [id, field] of Object.values(CHECKS)) {
+    const box = $(id);
+    if (box.checked !== box.defaultChecked && isRelevant(id)) changed[field] = box.checked;
+  }
+  return changed;
+}
+
+// The fine-tuning fields the user changed from their defaults; nothing else, so an untouched form sends
+// what it sent before these controls existed.
+function fineTuning() {
+  const lora = adapters();
+  return optional({
+    framework: text("framework"), optimizer: text("optimizer"), loss: text("loss"), offload: text("offload"),
+    mean_seq_len: number("mean-seq-len"), quantization: lora ? text("quantization") : undefined,
+    lora_rank: lora ? number("lora-rank") : undefined, lora_targets: lora ? text("lora-targets") : undefined,
+    ...checkChanges(),
+  });
+}
+
 export function job(customModel) {
   const hardware = optional({
     gpu: text("gpu"), n_gpus: number("n-gpus"), gpus_per_node: number("gpus-per-node"),
@@ -66,7 +106,7 @@ export function job(customModel) {
   const training = optional({
     seq_len: number("seq-len"), global_batch: number("global-batch"), micro_batch: number("micro-batch"),
     precision: text("precision"), method: text("method"), tokens: number("tokens"), tp: number("tp"),
-    pp: number("pp"), zero: number("zero"), recompute: text("recompute"),
+    pp: number("pp"), zero: number("zero"), recompute: text("recompute"), ...fineTuning(),
   });
   return { model: modelSource(customModel), hardware, training };
 }
@@ -81,11 +121,13 @@ export function estimateBody(customModel) {
 
 export function planBody(customModel) {
   const gpus = checkedGpuTypes();
+  const training = fineTuning();
   return optional({
     model: modelSource(customModel), tokens: number("tokens"), seq_len: number("seq-len"), global_batch: batch(),
     precision: text("precision"), method: text("method"), deadline_days: number("deadline"),
     budget_usd: number("budget"), max_gpus: number("max-gpus"), objective: text("objective"),
     priced_only: $("priced-only").checked || undefined, gpus: gpus.length ? gpus : undefined,
+    training: Object.keys(training).length ? training : undefined,
   });
 }
 
@@ -97,6 +139,10 @@ export function toUrl(customModel, selectedRank) {
   for (const [key, id] of Object.entries(FIELDS)) {
     const value = text(id);
     if (value !== "" && isRelevant(id)) params.set(key, value);
+  }
+  for (const [key, [id]] of Object.entries(CHECKS)) {
+    const box = $(id);
+    if (box.checked !== box.defaultChecked && isRelevant(id)) params.set(key, box.checked ? "1" : "0");
   }
   if ($("model-preset").value === "custom" && customModel) params.set("spec", JSON.stringify(customModel));
   if (mode() === "fixed") for (const change of whatIfs()) params.append("wi", change);
@@ -113,6 +159,7 @@ function isRelevant(id) {
   const element = $(id);
   const fixedOnly = element.closest(".fixed-only");
   const planOnly = element.closest(".plan-only");
+  if (element.closest(".lora-only") && !adapters()) return false;
   return mode() === "plan" ? !fixedOnly : !planOnly;
 }
 
@@ -134,6 +181,11 @@ export function fromUrl(search, addCustomOption) {
       setValue($(id), params.get(key));
     }
   }
+  for (const [key, [id]] of Object.entries(CHECKS)) {
+    const box = $(id);
+    box.checked = params.has(key) ? params.get(key) === "1" : box.defaultChecked;
+  }
+  showMethodFields();
   if (params.has("wi")) $("what-if").value = params.getAll("wi").join("\n");
   const gpus = new Set((params.get("gpus") || "").split(",").filter(Boolean));
   for (const box of document.querySelectorAll("#gpu-types input")) box.checked = gpus.has(box.value);
