@@ -19,7 +19,7 @@ from trainrig.catalog import Catalog, load_catalog
 from trainrig.catalog.models import resolve_model
 from trainrig.catalog.yaml_text import load_yaml
 from trainrig.errors import TrainrigError, from_validation_error
-from trainrig.specs import GPU, HardwareProfile, HardwareSpec, Job, Link, NetworkSpec, TrainingSpec
+from trainrig.specs import CUSTOM_FRAMEWORK, GPU, HardwareProfile, HardwareSpec, Job, Link, NetworkSpec, TrainingSpec
 
 __all__ = ["load_job", "read_job_file", "job_to_mapping", "load_profile", "MEASURED_RUN_KEYS"]
 
@@ -68,15 +68,16 @@ def load_job(source: str | Path | Mapping[str, Any], extra_dirs: tuple[str, ...]
     model, model_note = resolve_model(data["model"], tuple(extra_dirs))
     hardware, notes = _hardware(data["hardware"], catalog)
     raw_training = data.get("training") or {}
-    if isinstance(raw_training, Mapping) and isinstance(raw_training.get("framework"), str):
-        # aliases (transformers, peft, lit-gpt …) resolve to the catalog id the spec knows
-        named = _lookup(catalog.frameworks, raw_training["framework"], "training.framework").entry
-        raw_training = {**raw_training, "framework": named.id}
-    training = _training(raw_training)
-    framework = _lookup(catalog.frameworks, training.framework, "training.framework").entry
+    named = raw_training.get("framework", "custom") if isinstance(raw_training, Mapping) else "custom"
+    # an alias (transformers, peft, lit-gpt …) resolves to the catalog id the spec knows
+    framework = _lookup(catalog.frameworks, named, "training.framework").entry if isinstance(named, str) else None
+    if framework is not None and isinstance(raw_training, Mapping) and "framework" in raw_training:
+        raw_training = {**raw_training, "framework": framework.id}
+    training = _training(raw_training)  # a framework that is not a name fails here, naming the field
     notes = ([model_note] if model_note else []) + notes
     try:
-        return Job(model=model, hardware=hardware, training=training, framework=framework, notes=tuple(notes))
+        return Job(model=model, hardware=hardware, training=training, framework=framework or CUSTOM_FRAMEWORK,
+                   notes=tuple(notes))
     except ValidationError as error:
         raise from_validation_error(error) from None
 

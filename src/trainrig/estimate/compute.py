@@ -194,7 +194,7 @@ def adapter_bytes_per_token(x: Inputs):
         return 0.0
     e = x.activation_bytes
     q_width, kv_width = x.n_heads * x.head_dim / x.tp, x.kv_heads * x.head_dim / x.tp
-    first = np.where(x.mlp_matrices == 3, x.lora_gate + x.lora_up, np.maximum(x.lora_gate, x.lora_up))
+    first = x.adapted_first_mlp
     fan_in = (x.hidden * (x.lora_q + x.lora_k + x.lora_v + first) + q_width * x.lora_o
               + x.ffn_hidden / x.tp * x.lora_down)
     fan_out = (q_width * x.lora_q + kv_width * (x.lora_k + x.lora_v) + x.hidden * (x.lora_o + x.lora_down)

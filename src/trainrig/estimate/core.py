@@ -28,11 +28,11 @@ from trainrig.estimate.memory import (
     activation_bytes_per_layer,
     in_flight_layers,
     local_parameter_counts,
+    memory_fit,
     memory_state,
     trainable_parameter_counts,
 )
 from trainrig.estimate.params import ModelParameters
-from trainrig.units import GIB
 
 __all__ = ["evaluate", "Outputs", "STEP_PARTS", "MEMORY_PARTS"]
 
@@ -100,8 +100,7 @@ def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
 
     state = memory_state(memory_x, p)
     memory = {k: state[k] for k in MEMORY_PARTS}
-    total_memory = state["device"]
-    fits = total_memory <= memory_x.memory_gib * GIB * (1 - p.fit_headroom_fraction)
+    total_memory, _, fits = memory_fit(memory_x, p, memory)
     tokens_per_s = x.global_batch * x.real_seq_len / step
     n_gpus = x.tp * x.pp * x.cp * x.dp
     model_fpt = model_flops_per_token(x)
@@ -182,9 +181,7 @@ def _zero3_fetch_s(x: Inputs):
     """ZeRO-3's host work per module with parameters and pass (forward, the recompute's forward, the
     backward): the framework's `zero3_module_fetch_us` per module — the layer's 2 norms, its attention
     and MLP linears, and each adapter's two small linears."""
-    adapted = np.where(x.method > 0, x.lora_q + x.lora_k + x.lora_v + x.lora_o + x.lora_gate + x.lora_up
-                       + x.lora_down, 0.0)
-    modules = x.n_layers / x.pp * (2 + 4 + x.mlp_matrices + 2 * adapted)
+    modules = x.n_layers / x.pp * (2 + 4 + x.mlp_matrices + 2 * x.adapted_linears)
     per_pass = np.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
     return per_pass, per_pass * (1 + (x.recompute == 2))
 
@@ -311,9 +308,7 @@ def _small_ops_per_layer(x: Inputs, p: ModelParameters):
     inside a module's forward, each costing `eager_op_host_us`.
     """
     extra = (2 + 2 * x.rope + 2 + 1) * (eager_elementwise_scale(x, p) - 1)
-    adapted = np.where(x.method > 0, x.lora_q + x.lora_k + x.lora_v + x.lora_o + x.lora_gate + x.lora_up
-                       + x.lora_down, 0.0)
-    adapters = adapted * (3 + x.lora_dropout)
+    adapters = x.adapted_linears * (3 + x.lora_dropout)
     # a quantized base's dequantization around each of the layer's linears, every use
     dequant = x.quantized * x.dequant_ops * (4 + x.mlp_matrices)
     forward = extra + adapters + dequant
@@ -424,7 +419,7 @@ def _optimizer_s(x: Inputs, p: ModelParameters):
     host_share = x.host_memory_bandwidth_gbs / x.gpus_per_node
     on_cpu = local * x.optimizer_rw_bytes / (np.nan_to_num(host_share, nan=50.0) * 1e9)
     transfers = local * (x.grad_bytes + x.weight_bytes) / (x.pcie_bandwidth_gbs * 1e9)
-    offloaded = (x.offload == 1) | (x.offload == 3)
+    offloaded = x.optimizer_offloaded
     return np.where(offloaded, on_cpu, on_gpu), np.where(offloaded, transfers, 0.0)
 
 
@@ -434,13 +429,13 @@ def _offload_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     Offloaded parameters are fetched for forward and again for backward (ZeRO-Infinity, FSDP
     cpu_offload), prefetched a layer ahead; offloaded activations go out during forward and come
     back during backward on a side stream (torchtune activation offloading)."""
-    if not np.any((x.offload >= 2) | (x.activation_offload > 0)):
+    if not np.any(x.parameters_offloaded | (x.activation_offload > 0)):
         return 0.0
     dense, experts = local_parameter_counts(x)
     shard = np.where(x.zero >= 3, x.dp * x.cp, 1.0)
     link_gbs = np.where(x.offload_nvme > 0, np.fmin(x.pcie_bandwidth_gbs, x.storage_read_gbs), x.pcie_bandwidth_gbs)
     params_s = 2 * (dense + experts) * x.weight_bytes / shard / (link_gbs * 1e9)  # this GPU's shard, twice
-    params_s = np.where(x.offload >= 2, params_s, 0.0)
+    params_s = np.where(x.parameters_offloaded, params_s, 0.0)
     saved, _ = activation_bytes_per_layer(x)
     out_and_back = 2 * saved * in_flight_layers(x)
     activations_s = np.where(x.activation_offload > 0, out_and_back / (x.pcie_bandwidth_gbs * 1e9), 0.0)
@@ -491,8 +486,8 @@ def _host_ram_gb(x: Inputs, p: ModelParameters):
     trainable = sum(trainable_parameter_counts(x))
     shard_states = np.where(x.zero >= 1, x.dp * x.cp, 1.0)
     shard_weights = np.where(x.zero >= 3, x.dp * x.cp, 1.0)
-    states = np.where((x.offload == 1) | (x.offload == 3), trainable / shard_states * x.optimizer_bytes, 0.0)
-    weights = np.where(x.offload >= 2, (dense + experts) / shard_weights * x.weight_bytes, 0.0)
+    states = np.where(x.optimizer_offloaded, trainable / shard_states * x.optimizer_bytes, 0.0)
+    weights = np.where(x.parameters_offloaded, (dense + experts) / shard_weights * x.weight_bytes, 0.0)
     activations = 0.0
     if np.any(x.activation_offload > 0):
         saved, _ = activation_bytes_per_layer(x)

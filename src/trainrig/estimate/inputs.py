@@ -180,6 +180,28 @@ class Inputs:
         return np.where((self.tied_embeddings > 0) & (self.pp == 1), 0.0, self.vocab * self.hidden)
 
     @property
+    def optimizer_offloaded(self):
+        """Optimizer states (and their step) live on the host: offload optimizer or all."""
+        return (self.offload == 1) | (self.offload == 3)
+
+    @property
+    def parameters_offloaded(self):
+        """Weight shards live on the host: offload parameters or all."""
+        return self.offload >= 2
+
+    @property
+    def adapted_first_mlp(self):
+        """Adapters on the MLP's input linears: gate and up for SwiGLU; a plain MLP has one input
+        linear, which `gate` and `up` both name."""
+        return np.where(self.mlp_matrices == 3, self.lora_gate + self.lora_up, np.maximum(self.lora_gate, self.lora_up))
+
+    @property
+    def adapted_linears(self):
+        """Adapted linears per layer of a LoRA/QLoRA row (0 for full training)."""
+        count = self.lora_q + self.lora_k + self.lora_v + self.lora_o + self.adapted_first_mlp + self.lora_down
+        return np.where(self.method > 0, count, 0.0)
+
+    @property
     def sequence_parallel_active(self):
         """Sequence parallelism only changes anything with tensor parallelism."""
         return self.sequence_parallel * (self.tp > 1)

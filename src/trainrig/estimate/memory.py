@@ -50,9 +50,7 @@ def lora_parameters_per_layer(x: Inputs):
     kv_width = x.kv_heads * x.head_dim
     attention = (x.lora_q * (x.hidden + q_width) + x.lora_k * (x.hidden + kv_width)
                  + x.lora_v * (x.hidden + kv_width) + x.lora_o * (q_width + x.hidden))
-    gated = x.mlp_matrices == 3
-    first = np.where(gated, x.lora_gate + x.lora_up, np.maximum(x.lora_gate, x.lora_up))
-    mlp = (first + x.lora_down) * (x.hidden + x.ffn_hidden)
+    mlp = (x.adapted_first_mlp + x.lora_down) * (x.hidden + x.ffn_hidden)
     return x.lora_rank * (attention + mlp)
 
 
@@ -95,22 +93,24 @@ def trainable_parameter_counts(x: Inputs):
     return np.where(full, dense, adapters), np.where(full, experts, 0.0)
 
 
-def _frozen_base_bytes(x: Inputs, dense, experts):
-    """Bytes of the frozen base of a LoRA/QLoRA job on one GPU: the layers' linears at their storage
-    (quantized or 16-bit), norms, embedding and head at 16 bits (quantizers leave them alone)."""
-    ends = _end_parameters(x)
-    norms = x.params_norms_per_layer * (x.n_layers / x.pp + 0.5)
-    linears = dense - ends - norms + experts
-    unquantized = np.where(x.train_embeddings > 0, 0.0, ends) + norms
-    return linears * x.frozen_weight_bytes + unquantized * x.weight_bytes
+def _stage_norm_parameters(x: Inputs):
+    """Norm weights of one GPU's stage: two per layer and the final one."""
+    return x.params_norms_per_layer * (x.n_layers / x.pp + 0.5)
 
 
 @_memoized
-def _frozen_linears_per_layer(x: Inputs):
-    """Weights of one layer's linears on one GPU (what a quantized base stores quantized)."""
+def _stage_linear_parameters(x: Inputs):
+    """Weights of the linears of one GPU's layers (what a quantized base stores quantized): all its
+    parameters but the embedding, head and norms."""
     dense, experts = local_parameter_counts(x)
-    norms = x.params_norms_per_layer * (x.n_layers / x.pp + 0.5)
-    return (dense - _end_parameters(x) - norms + experts) / np.maximum(x.n_layers / x.pp, 1.0)
+    return dense - _end_parameters(x) - _stage_norm_parameters(x) + experts
+
+
+def _frozen_base_bytes(x: Inputs):
+    """Bytes of the frozen base of a LoRA/QLoRA job on one GPU: the layers' linears at their storage
+    (quantized or 16-bit), norms, embedding and head at 16 bits (quantizers leave them alone)."""
+    unquantized = np.where(x.train_embeddings > 0, 0.0, _end_parameters(x)) + _stage_norm_parameters(x)
+    return _stage_linear_parameters(x) * x.frozen_weight_bytes + unquantized * x.weight_bytes
 
 
 def activation_bytes_per_layer(x: Inputs, recompute_override=None):
@@ -236,7 +236,7 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     # weights: 16-bit copies (full) or the frozen base + adapters (LoRA/QLoRA), ZeRO-3 sharded;
     # ZeRO-3/FSDP gathers a layer (and prefetches the next) in full before using it
     fsdp = x.zero >= 3
-    frozen = _frozen_base_bytes(x, dense, experts) / np.where(fsdp, shard_dense, 1.0) if np.any(~full) else 0.0
+    frozen = _frozen_base_bytes(x) / np.where(fsdp, shard_dense, 1.0) if np.any(~full) else 0.0
     resident = np.where(full, x.weight_bytes * sharded(dense, experts, fsdp), frozen)
     adapter_bytes = np.where(x.master_weights > 0, 4.0, x.weight_bytes)  # PEFT keeps adapters in fp32 under AMP
     # embeddings trained beside LoRA (PEFT `modules_to_save`): a trained copy in the model's
@@ -245,7 +245,7 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     ends_local = np.where(fsdp, ends / shard_dense, ends)
     adapters = np.where(full, 0.0, adapter_bytes * (sharded(trainable_dense, trainable_expert, fsdp) - ends_local)
                         + 2 * x.weight_bytes * ends_local)
-    params_offloaded = x.offload >= 2
+    params_offloaded = x.parameters_offloaded
     resident = np.where(params_offloaded, 0.0, resident)
     layer_params = (dense + experts) / np.maximum(x.n_layers / x.pp, 1.0)
     gathered = np.where(fsdp | params_offloaded, 2 * layer_params * x.weight_bytes, 0.0)
@@ -258,7 +258,7 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     master_bytes = np.where((x.master_weights > 0) & full, 4.0, 0.0)
     moments = ((x.optimizer_bytes - master_bytes) * (trainable_local - ends_states)
                + x.embedding_state_bytes * ends_states)
-    off_gpu = (x.offload == 1) | (x.offload == 3)
+    off_gpu = x.optimizer_offloaded
     paged = np.where(off_gpu, 0.0, x.paged_optimizer * moments)
     optimizer = np.where(off_gpu, 0.0, master_bytes * trainable_local + moments - paged)
 
@@ -277,7 +277,7 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     saved, whole_layer = activation_bytes_per_layer(x)
     # AutoGPTQ's torch path runs torch.matmul on a dequantized 16-bit weight, which autograd keeps
     # for the input's gradient: a 16-bit copy of every layer whose activations are held
-    dequantized = x.dequant_saved_for_backward * 2.0 * _frozen_linears_per_layer(x)
+    dequantized = x.dequant_saved_for_backward * 2.0 * _stage_linear_parameters(x) / np.maximum(x.n_layers / x.pp, 1.0)
     saved = saved + np.where(x.recompute == 2, 0.0, dequantized)
     whole_layer = whole_layer + dequantized
     in_flight = in_flight_layers(x)
@@ -325,7 +325,7 @@ def _gradient_bytes(x: Inputs, dense, experts, trainable_dense, trainable_expert
     grads = element * sharded(count_dense, count_expert, (x.zero >= 2) & ~unsharded)
     # ZeRO-Offload keeps only the 16-bit gradients the GPU produces; fp32 ones live on the host,
     # and with ZeRO-2/3 each reduced partition leaves for the host at once (a couple of layers' worth)
-    offloaded = (x.offload == 1) | (x.offload == 3)
+    offloaded = x.optimizer_offloaded
     in_buckets = np.minimum(grads, 2 * grads / np.maximum(x.n_layers / x.pp, 1.0))
     return np.where(offloaded, np.where(x.zero >= 2, in_buckets, grads) * x.weight_bytes / element, grads)
 
