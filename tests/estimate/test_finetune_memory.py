@@ -11,7 +11,7 @@ from jobs import make_job
 from trainrig import estimate
 from trainrig.errors import TrainrigError
 from trainrig.estimate.inputs import inputs_from_job
-from trainrig.estimate.memory import GIB, memory_state
+from trainrig.estimate.memory import memory_state
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
 
 LLAMA_SMALL = {"n_layers": 8, "hidden": 1024, "n_heads": 8, "n_kv_heads": 4, "ffn_hidden": 2816,
@@ -44,6 +44,38 @@ def test_chunked_loss_removes_the_whole_batch_fp32_logits():
     # full: 12 bytes per logit at the start of backward; chunked: the 16-bit logits only (fused)
     expected = tokens * job.model.vocab * (P.logits_bytes_per_element - 2)
     assert full["activations"] - chunked["activations"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_fused_loss_kernel_keeps_only_the_16_bit_logits():
+    job, full = state()
+    _, fused = state(loss="fused")
+    tokens = 2 * 1024
+    expected = tokens * job.model.vocab * (P.logits_bytes_per_element - 2)
+    assert full["activations"] - fused["activations"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_activation_offload_keeps_two_layers_of_saved_activations_on_the_gpu():
+    from trainrig.estimate.memory import activation_bytes_per_layer, logits_bytes
+
+    job, offloaded = state(activation_offload=True, recompute="full")
+    x = inputs_from_job(job, P)
+    saved, _ = activation_bytes_per_layer(x.with_values(recompute=2.0))
+    assert offloaded["phase"] == 0.0
+    assert offloaded["activations"] == pytest.approx(2 * float(saved) + float(logits_bytes(x, P)), rel=1e-9)
+
+
+def test_offloaded_parameters_leave_two_gathered_layers_and_the_host_holds_the_rest():
+    two = {"gpu": "H100-SXM5-80GB", "n_gpus": 2, "gpus_per_node": 2}
+    base = {"seq_len": 1024, "global_batch": 2, "zero": 3}
+    kept = make_job(model=LLAMA_SMALL, hardware=two, training=base)
+    moved = make_job(model=LLAMA_SMALL, hardware=two, training={**base, "offload": "all"})
+    nvme = make_job(model=LLAMA_SMALL, hardware=two, training={**base, "offload": "all", "offload_device": "nvme"})
+    kept_state, moved_state = (memory_state(inputs_from_job(j, P), P) for j in (kept, moved))
+    resident_shard = 2 * kept.model.n_params / 2  # bf16 weights, sharded over 2 ranks
+    assert float(kept_state["weights"] - moved_state["weights"]) == pytest.approx(resident_shard, rel=1e-9)
+    assert float(moved_state["optimizer"]) == 0.0
+    # NVMe holds the states and shards; the host keeps a staging tenth of them
+    assert estimate(nvme).host_ram_gb_per_node < estimate(moved).host_ram_gb_per_node
 
 
 def test_fused_linear_cross_entropy_never_builds_the_logits():
@@ -174,10 +206,6 @@ def test_lora_target_names_of_every_stack_resolve_and_typos_do_not():
     with pytest.raises(TrainrigError) as error:
         make_job(model=LLAMA_SMALL, training={"method": "lora", "lora_targets": ["qq_proj"]})
     assert error.value.field.startswith("training.lora_targets")
-
-
-def test_gib_constant():
-    assert GIB == 2**30
 
 
 def test_fit_advice_offers_the_fine_tuning_savers_and_keeps_the_framework():
