@@ -6,7 +6,10 @@ would be valid. The CLI prints the sentence and exits with code 2; the web API t
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only the type: the CLI's error boundary must not load pydantic to start
+    from pydantic import ValidationError
 
 __all__ = ["TrainrigError", "from_validation_error"]
 

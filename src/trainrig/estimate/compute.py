@@ -128,13 +128,15 @@ def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
     rate = x.attention_peak_tflops * 1e12 * x.attention_efficiency * occupancy * kernel
     flash_forward = flash_forward_flops(tokens_q, heads, x) / rate
     flash_backward = 2.5 * flash_forward
+    flash = x.flash_attention > 0
+    if np.all(flash):  # the unfused GEMMs below would be computed only to be discarded
+        return flash_forward, flash_backward
     # unfused: two batched GEMMs forward, four backward
     queries = tokens_q / x.micro_batch
     scores = gemm_time_s(queries, keys, x.head_dim, x, p, batch=batch_heads, peak=x.attention_peak_tflops)
     values = gemm_time_s(queries, x.head_dim, keys, x, p, batch=batch_heads, peak=x.attention_peak_tflops)
     unfused_forward = scores + values
     unfused_backward = 2 * unfused_forward
-    flash = x.flash_attention > 0
     return np.where(flash, flash_forward, unfused_forward), np.where(flash, flash_backward, unfused_backward)
 
 

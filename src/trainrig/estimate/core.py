@@ -22,6 +22,7 @@ from trainrig.estimate.compute import (
     eager_softmax,
     elementwise_bytes_per_token,
 )
+from trainrig.estimate.distinct import per_distinct_row
 from trainrig.estimate.flops import hardware_flops_per_token, model_flops_per_token
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.memory import (
@@ -66,13 +67,16 @@ class Outputs:
     launch_bound_fraction: Any  # share of micro-batch compute set by host launch speed, not the GPU
 
 
-def evaluate(x: Inputs, p: ModelParameters) -> Outputs:
-    """Step time, memory and FLOPs for every configuration in `x` (scalars or arrays)."""
+def evaluate(x: Inputs, p: ModelParameters, with_memory: bool = True) -> Outputs:
+    """Step time, memory and FLOPs for every configuration in `x` (scalars or arrays).
+
+    `with_memory=False` leaves the memory fields None, for callers that already ran `memory_fit`
+    on the same rows (the planner checks memory before it times anything)."""
     with np.errstate(divide="ignore", invalid="ignore"):  # unused branches (e.g. MoE of a dense model)
-        return _evaluate(x, p)
+        return _evaluate(x, p, with_memory)
 
 
-def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
+def _evaluate(x: Inputs, p: ModelParameters, with_memory: bool) -> Outputs:
     memory_x = x
     # time runs at the padded length of a micro-batch; memory peaks at the longest sample (seq_len)
     if np.any(x.compute_seq_len != x.seq_len):
@@ -98,9 +102,7 @@ def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
     parts["other"] = optimizer_s + p.step_overhead_s
     step = sum(parts.values())
 
-    state = memory_state(memory_x, p)
-    memory = {k: state[k] for k in MEMORY_PARTS}
-    total_memory, _, fits = memory_fit(memory_x, p, memory)
+    state, memory, total_memory, fits = _memory(memory_x, p) if with_memory else ({}, None, None, None)
     tokens_per_s = x.global_batch * x.real_seq_len / step
     n_gpus = x.tp * x.pp * x.cp * x.dp
     model_fpt = model_flops_per_token(x)
@@ -118,14 +120,22 @@ def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
         model_tflops_per_gpu=model_tflops,
         hardware_tflops_per_gpu=hardware_fpt * tokens_per_s / n_gpus / 1e12,
         mfu=model_tflops / x.mfu_peak_tflops,
-        host_ram_gb_per_node=_host_ram_gb(memory_x, p),
-        memory_allocated_bytes=state["allocated"],
-        memory_reserved_bytes=state["reserved"],
-        memory_paged_bytes=state["paged"],
-        memory_peak_phase=state["phase"],
+        host_ram_gb_per_node=_host_ram_gb(memory_x, p) if with_memory else None,
+        memory_allocated_bytes=state.get("allocated"),
+        memory_reserved_bytes=state.get("reserved"),
+        memory_paged_bytes=state.get("paged"),
+        memory_peak_phase=state.get("phase"),
         gpu_busy_s=gpu_busy,
         launch_bound_fraction=micro["launch_bound_fraction"],
     )
+
+
+def _memory(x: Inputs, p: ModelParameters):
+    """The peak's state, its parts, the total and whether it fits (memory.py)."""
+    state = memory_state(x, p)
+    memory = {k: state[k] for k in MEMORY_PARTS}
+    total_memory, _, fits = memory_fit(x, p, memory)
+    return state, memory, total_memory, fits
 
 
 # ---- one micro-batch on one GPU -----------------------------------------------------------------
@@ -133,13 +143,11 @@ def _evaluate(x: Inputs, p: ModelParameters) -> Outputs:
 
 def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     tokens = x.micro_batch * x.seq_len / x.cp
-    gemm = _gemm_times_s(x, p, tokens)
-    layer_fwd, layer_bwd, layer_recompute, attention_fwd, attention_bwd = _layer_times_s(x, p, tokens, gemm)
     layers = x.n_layers / x.pp
-    logits_fwd, logits_bwd = _logits_times_s(x, tokens, gemm)
-    compute = layers * (layer_fwd + layer_bwd + layer_recompute) + logits_fwd + logits_bwd
+    arithmetic = _arithmetic_s(x, p)
+    compute = arithmetic["compute"]
     tp = _tensor_parallel_s(x, p, tokens, layers)
-    cp = _context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_bwd)
+    cp = _context_parallel_exposed_s(x, p, tokens, layers, *arithmetic["attention"])
     ep = _expert_parallel_s(x, p, tokens)
     gpu = compute + tp + cp + ep
     # The host issues every kernel while the GPU runs earlier ones; the overlap is imperfect, so
@@ -162,6 +170,31 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
         "ep_comm": ep,
         "launch_bound_fraction": np.where(host > gpu, 1 - gpu / host, 0.0),
     }
+
+
+# Fields the GEMM and attention-core timing never reads (`_gemm_times_s`): the pipeline and
+# data-parallel layout, memory savers, links, host and memory capacity. A planner's rows that differ
+# only in these share their GEMM times, which are then computed once (see distinct.py).
+GEMM_IGNORES = frozenset({
+    "pp", "dp", "vpp", "global_batch", "zero", "recompute", "sequence_parallel", "gpus_per_node", "n_nodes",
+    "memory_gib", "mfu_peak_tflops", "kernel_launch_us", "intra_bandwidth_gbs", "intra_latency_us",
+    "scale_up_domain", "pcie_peer_gbs", "inter_node_bandwidth_gbs", "inter_latency_us", "pcie_bandwidth_gbs",
+    "pcie_latency_us", "cpu_cores_per_node", "host_memory_bandwidth_gbs", "storage_read_gbs", "storage_write_gbs",
+    "ram_gb_per_node", "collate_rate_per_core", "tokenize_rate_per_core", "checkpoint_interval_steps",
+    "loader_workers_per_gpu", "pretokenized",
+})
+
+
+def _arithmetic_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
+    """GPU time of one micro-batch's arithmetic on one GPU of the slowest stage: its layers'
+    forward, backward and recomputation and the output head (`compute`), and one layer's attention
+    core (forward, backward), which context-parallel traffic hides under."""
+    tokens = x.micro_batch * x.seq_len / x.cp
+    gemm = per_distinct_row(lambda rows: _gemm_times_s(rows, p), x, GEMM_IGNORES)
+    layer_fwd, layer_bwd, layer_recompute = _layer_times_s(x, p, tokens, gemm)
+    logits_fwd, logits_bwd = _logits_times_s(x, tokens, gemm)
+    compute = x.n_layers / x.pp * (layer_fwd + layer_bwd + layer_recompute) + logits_fwd + logits_bwd
+    return {"compute": compute, "attention": gemm["attention_core"]}
 
 
 def host_issue_s(x: Inputs, p: ModelParameters):
@@ -194,14 +227,16 @@ def _overlapped_s(host, gpu, exponent: float):
     return slower * (1 + ratio ** exponent) ** (1 / exponent)
 
 
-def _gemm_times_s(x: Inputs, p: ModelParameters, tokens) -> dict[str, Any]:
-    """Every GEMM of one layer and of the output head, timed in one vectorized call.
+def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
+    """Every GEMM of one layer and of the output head, timed in one vectorized call, and the
+    layer's attention core (`attention_core`: forward, backward; see compute.attention_time_s).
 
     Returns forward and backward times per block: attention projections, dense MLP, MoE MLP
     (routed experts as a grouped GEMM over this GPU's experts, plus shared experts and the router;
     tokens assumed balanced: tokens·top_k routed rows spread over n_experts/ep local experts, each
     sharded over tp), and the logits. Frozen weights (LoRA/QLoRA) skip their weight gradients.
     """
+    tokens = x.micro_batch * x.seq_len / x.cp
     batch = GemmBatch()
     kv_local = 2 * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0)
     q_local = x.n_heads * x.head_dim / x.tp
@@ -238,13 +273,14 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, tokens) -> dict[str, Any]:
         blocks = zip(passes(experts), passes(shared), passes(router), strict=True)
         moe = tuple(np.where(x.n_moe_layers > 0, routed + np.where(has_shared, common, 0.0) + gate, 0.0)
                     for routed, common, gate in blocks)
-    return {"attention": passes(attention), "dense_mlp": passes(dense), "moe_mlp": moe, "logits": passes(logits)}
+    return {"attention": passes(attention), "dense_mlp": passes(dense), "moe_mlp": moe, "logits": passes(logits),
+            "attention_core": attention_time_s(tokens, x.n_heads / x.tp, x, p)}
 
 
 def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
     """Average forward, backward and recompute time of one transformer layer (GPU side)."""
     moe_fraction = x.n_moe_layers / x.n_layers
-    attention_fwd, attention_bwd = attention_time_s(tokens, x.n_heads / x.tp, x, p)
+    attention_fwd, attention_bwd = gemm["attention_core"]
     elementwise_bytes = p.elementwise_traffic_factor * elementwise_bytes_per_token(x, p) / x.n_layers
     elementwise_fwd = tokens * elementwise_bytes / (x.hbm_bandwidth_gbs * 1e9)
     dequant = _qlora_dequant_s(x)
@@ -259,7 +295,7 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
     selective = np.where(x.flash_attention > 0, elementwise_fwd,
                          attention_fwd + softmax_s / (x.hbm_bandwidth_gbs * 1e9))
     recompute = np.where(x.recompute == 2, forward, np.where(x.recompute == 1, selective, 0.0))
-    return forward, backward, recompute, attention_fwd, attention_bwd
+    return forward, backward, recompute
 
 
 def _qlora_dequant_s(x: Inputs):
@@ -334,13 +370,28 @@ def _context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_b
     """Ring attention: each rank passes its K and V chunk around the ring (cp−1 hops) while it
     computes on the previous chunk; backward moves K, V and their gradients. Only the part longer
     than the attention compute shows (Liu et al. 2023, Ring Attention §3)."""
-    group = comm.GroupLinks(x.cp, x.tp, x, p)
-    kv_bytes = tokens * 2 * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0) * x.activation_bytes
-    forward = comm.all_gather_time_s(kv_bytes * x.cp, group)
+    forward = _context_parallel_pass_s(x, p, tokens)
     backward = 2 * forward
     exposed = np.maximum(forward - attention_fwd, 0.0) + np.maximum(backward - attention_bwd, 0.0)
     exposed = exposed + np.where(x.recompute == 2, np.maximum(forward - attention_fwd, 0.0), 0.0)
     return np.where(x.cp > 1, layers * exposed, 0.0)
+
+
+def _context_parallel_pass_s(x: Inputs, p: ModelParameters, tokens):
+    """One layer's ring exchange of K and V in a forward pass (the backward moves twice that)."""
+    group = comm.GroupLinks(x.cp, x.tp, x, p)
+    kv_bytes = tokens * 2 * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0) * x.activation_bytes
+    return comm.all_gather_time_s(kv_bytes * x.cp, group)
+
+
+def _context_parallel_hidden_s(x: Inputs, p: ModelParameters, micro):
+    """The part of one micro-batch's ring-attention traffic that hides under its compute: all of
+    it (forward, backward, and the recomputed forward) less what `_context_parallel_exposed_s`
+    left exposed."""
+    tokens = x.micro_batch * x.seq_len / x.cp
+    passes = 3 + np.where(x.recompute == 2, 1.0, 0.0)
+    total = x.n_layers / x.pp * passes * _context_parallel_pass_s(x, p, tokens)
+    return np.where(x.cp > 1, np.maximum(total - micro["cp_comm"], 0.0), 0.0)
 
 
 def _expert_parallel_s(x: Inputs, p: ModelParameters, tokens):
@@ -362,6 +413,24 @@ def _pipeline_comm_s(x: Inputs, p: ModelParameters):
     send = comm.p2p_time_s(nbytes, across_nodes & (x.n_nodes > 1), x, p)
     sends = 2 * x.vpp * x.micro_batches + 2 * (x.pp - 1)
     return np.where(x.pp > 1, sends * send, 0.0)
+
+
+def _data_parallel_windows_s(x: Inputs, p: ModelParameters, micro):
+    """The compute data-parallel traffic can hide under in one micro-batch: (forward, backward).
+
+    The micro-batch's elapsed compute, split between the passes in proportion to their kernels as
+    issued without recomputation: a fixed share, so neither a faster GPU or CPU nor a policy that
+    recomputes more can move window from one pass to the other (with the recomputation's kernels
+    counted, full recompute would grow the backward window by more than it lengthens the
+    micro-batch, and so come out faster than selective). The data-parallel group (dp·cp ranks at
+    stride tp) shares its links with the context-parallel ring: the ring traffic that hides under
+    compute takes its part of the window first, so a faster attention that exposes more of the
+    ring does not also shrink the window it left."""
+    elapsed = micro["forward"] + micro["backward"]
+    issue_fwd, issue_bwd = host_issue_s(x.with_values(recompute=0.0 * x.recompute), p)
+    free = np.maximum(elapsed - _context_parallel_hidden_s(x, p, micro), 0.0) * p.dp_overlap_fraction
+    share_fwd = issue_fwd / (issue_fwd + issue_bwd)
+    return free * share_fwd, free * (1 - share_fwd)
 
 
 def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
@@ -389,8 +458,7 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     params_ag = both(comm.all_gather_time_s, dense, experts, x.weight_bytes)
     trainable_ag = both(comm.all_gather_time_s, trainable_dense, trainable_expert, x.weight_bytes)
     layers = np.maximum(x.n_layers / x.pp, 1.0)
-    window_fwd = p.dp_overlap_fraction * micro["forward"]
-    window_bwd = p.dp_overlap_fraction * micro["backward"]
+    window_fwd, window_bwd = _data_parallel_windows_s(x, p, micro)
     m = x.micro_batches
 
     def exposed(traffic, window):

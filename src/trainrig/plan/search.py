@@ -26,8 +26,9 @@ from trainrig.specs import Job
 
 __all__ = ["Candidates", "SearchResult", "search", "job_mapping", "CHUNK_ROWS"]
 
-CHUNK_ROWS = 8192
-"""Configurations per call of the model core: small enough that temporaries stay in reused memory."""
+CHUNK_ROWS = 32768
+"""Configurations per call of the model core: large enough that the per-call cost of a few thousand
+NumPy calls is spread thin, small enough that each temporary (256 KiB) stays in cache-sized memory."""
 CLOSEST_KEPT = 64
 """Configurations that do not fit kept for "what comes closest" when nothing fits."""
 
@@ -96,7 +97,8 @@ def search(request: PlanRequest, options: list[HardwareOption], params: ModelPar
         overflow.append(_lowest_overflow(index, n_gpus, layouts, memory, capacity, fits))
     evaluated = _evaluate_fitting(fitting, request, options, params)
     finite = np.isfinite(evaluated.step_time_s) & np.isfinite(evaluated.tokens_per_s)
-    return SearchResult(evaluated.take(finite), _merge_overflow(overflow), n_enumerated, int(np.sum(~finite)))
+    kept = evaluated if np.all(finite) else evaluated.take(finite)
+    return SearchResult(kept, _merge_overflow(overflow), n_enumerated, int(np.sum(~finite)))
 
 
 # ---- building the inputs ------------------------------------------------------------------------
@@ -124,16 +126,17 @@ def _stack_groups(groups: list[tuple[int, Inputs, Layouts]]) -> tuple[Inputs, in
     counts = [len(layouts) for _, _, layouts in groups]
     values = {}
     for f in fields(Inputs):
-        per_group = np.array([getattr(x, f.name) for _, x, _ in groups], dtype=float)
-        values[f.name] = per_group[0] if _all_equal(per_group) else np.repeat(per_group, counts)
+        per_group = [getattr(x, f.name) for _, x, _ in groups]
+        values[f.name] = per_group[0] if _all_equal(per_group) else np.repeat(np.array(per_group, dtype=float), counts)
     layouts = Layouts.concatenate([layouts for _, _, layouts in groups])
     n_gpus = np.repeat(np.array([n for n, _, _ in groups], dtype=np.int64), counts)
     return Inputs(**values).with_values(**layouts.as_floats()), sum(counts), layouts, n_gpus
 
 
-def _all_equal(values: np.ndarray) -> bool:
+def _all_equal(values: list[float]) -> bool:
+    """Every value equal to the first (NaN equal to NaN); plain Python: the lists are short."""
     first = values[0]
-    return bool(np.all((values == first) | (np.isnan(values) & np.isnan(first))))
+    return all(v == first or (v != v and first != first) for v in values)
 
 
 def _take_inputs(x: Inputs, n_rows: int, index) -> Inputs:
@@ -150,7 +153,7 @@ def _concat_inputs(parts: list[tuple[Inputs, int]]) -> Inputs:
     values = {}
     for f in fields(Inputs):
         column = [getattr(x, f.name) for x, _ in parts]
-        if all(np.ndim(v) == 0 for v in column) and _all_equal(np.array(column, dtype=float)):
+        if all(np.ndim(v) == 0 for v in column) and _all_equal(column):
             values[f.name] = column[0]
         else:
             values[f.name] = np.concatenate([np.broadcast_to(np.asarray(v, dtype=float), (n,)) for v, (_, n)
@@ -194,7 +197,7 @@ def _evaluate_chunks(x: Inputs, n_rows: int, params: ModelParameters) -> tuple[n
     outputs = []
     for start in range(0, n_rows, CHUNK_ROWS):
         stop = min(start + CHUNK_ROWS, n_rows)
-        out = evaluate(_slice_inputs(x, n_rows, start, stop), params)
+        out = evaluate(_slice_inputs(x, n_rows, start, stop), params, with_memory=False)  # memory: done
         outputs.append([np.broadcast_to(np.asarray(v, dtype=float), (stop - start,))
                         for v in (out.step_time_s, out.tokens_per_s, out.mfu)])
     return tuple(np.concatenate(column) for column in zip(*outputs, strict=True))
@@ -209,13 +212,23 @@ def _nan_if_none(value: float | None) -> float:
 
 def _lowest_overflow(index: int, n_gpus: np.ndarray, layouts: Layouts, memory: np.ndarray,
                      capacity: np.ndarray, fits: np.ndarray) -> Candidates:
-    over = np.flatnonzero(~fits)
-    keep = over[np.argsort(memory[over] / capacity[over], kind="stable")[:CLOSEST_KEPT]]
+    keep = _closest(np.flatnonzero(~fits), memory, capacity)
     nan = np.full(len(keep), np.nan)
     return Candidates(option=np.full(len(keep), index, dtype=np.int64), n_gpus=n_gpus[keep],
                       layouts=layouts.take(keep), memory_bytes=memory[keep], capacity_bytes=capacity[keep],
                       step_time_s=nan, tokens_per_s=nan, mfu=nan, total_time_s=nan, gpu_hours=nan,
                       price_usd_per_gpu_hour=nan, cost_usd=nan)
+
+
+def _closest(over: np.ndarray, memory: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """The CLOSEST_KEPT rows of `over` with the lowest memory/capacity, in that order (ties by row):
+    a partition first, so only those few are sorted."""
+    ratio = memory[over] / capacity[over]
+    if len(over) > CLOSEST_KEPT:
+        threshold = np.partition(ratio, CLOSEST_KEPT - 1)[CLOSEST_KEPT - 1]
+        if not np.isnan(threshold):  # NaN sorts last: with fewer finite ratios, keep them all
+            over, ratio = over[ratio <= threshold], ratio[ratio <= threshold]
+    return over[np.argsort(ratio, kind="stable")[:CLOSEST_KEPT]]
 
 
 def _merge_overflow(parts: list[Candidates]) -> Candidates:
