@@ -105,12 +105,28 @@ def test_html_report_is_self_contained_with_plots(tmp_path):
     (("report", "nope"), "RUN"),
     (("report", "12345"), "RUN"),
     (("runs", "--limit", "0"), "--limit"),
+    # issue 13, items 4, 9, 10
+    (("monitor", "--prometheus", "70000", "--", "true"), "--prometheus"),
+    (("monitor", "--prometheus", "-1", "--", "true"), "--prometheus"),
+    (("monitor", "--prometheus", "9100", "--prometheus-host", " ", "--", "true"),
+     "--prometheus-host"),
+    (("monitor", "--pid", "1", "--duration", "nan"), "--duration"),
+    (("monitor", "--pid", "1", "--duration", "inf"), "--duration"),
+    (("monitor", "--memory-limit-gib", "inf", "--", "true"), "--memory-limit-gib"),
+    (("monitor", "--memory-limit-gib", "nan", "--", "true"), "--memory-limit-gib"),
+    (("monitor", "--peak-tflops", "nan", "--", "true"), "--peak-tflops"),
+    (("monitor", "--flops-per-token", "inf", "--", "true"), "--flops-per-token"),
+    (("runs", "--limit", str(2**63)), "--limit"),
+    (("report", str(2**63)), "RUN"),
+    (("report", "latest", "--html", str(HERE)), "--html"),
+    (("report", "latest", "--html", "/proc/trainrig-report.html"), "--html"),
 ])
 def test_bad_input_is_one_sentence_and_exit_code_2(args, field):
     result = trainrig(*args, check_rc=2)
     lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
     assert "Traceback" not in result.stderr
     assert any(field in line for line in lines), result.stderr
+    assert lines[-1].startswith("error:") and field in lines[-1], result.stderr  # one sentence, last
 
 
 def test_attach_to_a_running_process_with_a_job_estimate():

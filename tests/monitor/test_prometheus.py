@@ -82,3 +82,28 @@ def test_a_port_in_use_is_one_sentence_error():
         with pytest.raises(TrainrigError) as error:
             PrometheusExporter(lambda: Snapshot(), port).start()
     assert error.value.field == "--prometheus" and str(port) in str(error.value)
+
+
+def test_the_exporter_listens_on_loopback_unless_widened_on_purpose():
+    exporter = PrometheusExporter(lambda: Snapshot(), 0).start()
+    try:
+        assert exporter._server.server_address[0] == "127.0.0.1"
+        assert "DCGM_FI_DEV_GPU_UTIL" in scrape(exporter.port)
+    finally:
+        exporter.stop()
+    wide = PrometheusExporter(lambda: Snapshot(), 0, "0.0.0.0").start()
+    try:
+        assert wide._server.server_address[0] == "0.0.0.0"
+    finally:
+        wide.stop()
+
+
+def test_the_monitor_command_serves_metrics_on_loopback_before_the_job_starts(store):
+    from trainrig.monitor.recording import RecordingConfig
+    from trainrig.monitor.supervise import Supervisor
+
+    supervisor = Supervisor(store, RecordingConfig(hz=10), prometheus_port=0, refresh_s=0.05)
+    seen = []
+    supervisor.run(["true"], on_refresh=lambda state: seen.append(
+        supervisor.exporter._server.server_address[0]))
+    assert set(seen) <= {"127.0.0.1"} and supervisor.exporter is None  # stopped at the end

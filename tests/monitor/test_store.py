@@ -61,14 +61,14 @@ def test_run_references(store):
         assert error.value.field == "RUN"
 
 
-def test_a_running_run_whose_process_is_gone_reads_as_killed(store):
+def test_a_running_run_whose_process_is_gone_reads_as_lost(store):
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     run_id = store.create_run("x", None, int(gone.stdout))
     store.write(run_id, step_rows=[{"rank": 0, "step": 0, "t_end": 5e9, "step_s": 1.0,
                                     "data_wait_s": 0.0, "tokens": 1}])
     run = store.run(run_id)
-    assert run.status == "killed" and run.ended_at == 5e9
+    assert run.status == "lost" and run.ended_at == 5e9
     alive = store.create_run("y", None, os.getpid())
     assert store.run(alive).status == "running"
 
@@ -101,12 +101,12 @@ def test_sigkilled_job_leaves_every_flushed_sample_readable(tmp_path):
     assert len(data.host_samples) >= host_rows > 0
     assert len(data.steps) >= steps > 0
     assert len(data.gpu_samples) >= gpu_rows
-    assert data.run.status == "killed"
+    assert data.run.status == "lost"
     report = analyze(data)
     assert report.steps.steps == len(data.steps)
     store.close()
     listed = CliRunner().invoke(app, ["runs", "--json"], env={"TRAINRIG_HOME": str(tmp_path / "home")})
     assert listed.exit_code == 0, listed.output
     runs = json.loads(listed.stdout)
-    assert runs[0]["id"] == run_id and runs[0]["status"] == "killed"
+    assert runs[0]["id"] == run_id and runs[0]["status"] == "lost"
     assert runs[0]["steps"]["steps"] == len(data.steps)

@@ -73,9 +73,52 @@ def test_record_nvml_replays_a_recording(tmp_path: Path):
     (["--nvml-fake", "nope"], "no recording 'nope'"),
     (["--nnodes", "2"], "--rdzv-endpoint"),
     (["--save", "/no/such/dir/p.json"], "does not exist"),
+    # issue 13, items 9, 10: checked before the probe runs, so nothing measured is lost
+    (["--save", str(Path(__file__).parent)], "is a directory"),
+    (["--html", str(Path(__file__).parent)], "is a directory"),
+    (["--save", "/proc/trainrig-profile.json"], "cannot write"),
+    (["--html", "/proc/trainrig-probe.html"], "cannot write"),
+    (["--time-limit", "nan"], "--time-limit"),
+    (["--time-limit", "inf"], "--time-limit"),
 ])
 def test_bad_input_is_one_sentence_and_exit_2(args, message):
     done = run("probe", *args)
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""  # refused before any measurement
     assert len(done.stderr.strip().splitlines()) <= 2
+
+
+_BLOCKED_STORAGE_PROBE = """
+import sys, time
+from trainrig.probe import storage_bench
+
+def write_then_hang(paths, per_file, timer):
+    paths[0].write_bytes(b"x" * 4096)  # a shard file exists now
+    print("ready", flush=True)
+    time.sleep(120)
+
+storage_bench._write_files = write_then_hang
+sys.argv = ["trainrig", "probe", "--only", "storage", "--storage-path", sys.argv[1], "--json"]
+from trainrig.cli.main import main
+main()
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signalled_probe_removes_its_shard_files(tmp_path: Path, signame: str):
+    import signal
+
+    process = subprocess.Popen([sys.executable, "-c", _BLOCKED_STORAGE_PROBE, str(tmp_path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        assert list(tmp_path.glob(".trainrig-probe-*"))
+        process.send_signal(getattr(signal, signame))
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert list(tmp_path.glob(".trainrig-probe-*")) == [], stderr
+    if signame != "SIGINT":
+        assert process.returncode == 128 + getattr(signal, signame)
+        assert "Traceback" not in stderr

@@ -63,6 +63,32 @@ def test_time_limit_skips_sections(tmp_path):
     assert all("time limit" in s.reason for s in result.sections)
 
 
+def test_torch_is_not_imported_when_the_time_left_is_too_short(monkeypatch):
+    """Importing torch takes seconds: with less left, the GPU sections are skipped for the
+    time limit instead of overrunning it (issue 13, item 14: `--time-limit 3` took 8.8 s)."""
+    def must_not_import():
+        raise AssertionError("torch imported with no time left")
+
+    monkeypatch.setattr(torch_bench, "import_torch", must_not_import)
+    result = run_probe(ProbeOptions(only=("gemm", "memory"), nvml_fake="h100_sxm_healthy",
+                                    time_limit_s=runner.TORCH_IMPORT_RESERVE_S / 2))
+    assert [(s.name, s.status) for s in result.sections] == [("gemm", "skipped"),
+                                                             ("memory", "skipped")]
+    assert all("time limit" in s.reason for s in result.sections)
+
+
+def test_the_storage_section_gets_the_probe_deadline(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_bench(path, total, files, advance, deadline_s):
+        seen["deadline_s"] = deadline_s
+        raise OSError("stop here")
+
+    monkeypatch.setattr(runner.storage_bench, "storage_bench", fake_bench)
+    run_probe(ProbeOptions(only=("storage",), time_limit_s=30, storage_path=tmp_path))
+    assert seen["deadline_s"] is not None
+
+
 def test_collectives_on_cpu_only_when_asked():
     default = run_probe(ProbeOptions(only=(), quick=True, time_limit_s=0.5))
     status = {s.name: s for s in default.sections}

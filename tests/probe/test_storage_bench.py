@@ -46,3 +46,32 @@ def test_too_little_space_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setattr(storage_bench.shutil, "disk_usage", lambda _: usage(1, 1, 2**20))
     with pytest.raises(OSError, match="not enough free space"):
         storage_bench.storage_bench(tmp_path, 32 * 2**20)
+
+
+class _Ticks:
+    """A fake clock: one second more at every reading, whatever the machine's speed."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def test_the_time_limit_stops_writing_and_reading_early(tmp_path):
+    clock = _Ticks()
+    result = storage_bench.storage_bench(tmp_path, 64 * CHUNK_BYTES, files=4,
+                                         deadline_s=8.0, clock=clock)
+    assert result.files * result.file_bytes < 64 * CHUNK_BYTES  # not all of the plan
+    assert "stopped at the time limit" in result.write_method
+    assert "stopped at the time limit" in result.read_method
+    assert result.read_gbs > 0 and result.write_gbs > 0
+    assert clock.now <= 14  # a handful of readings past the deadline, not one per chunk
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_a_deadline_everything_planned_is_written(tmp_path):
+    result = storage_bench.storage_bench(tmp_path, 4 * CHUNK_BYTES, files=2, clock=_Ticks())
+    assert result.files == 2 and result.file_bytes == 2 * CHUNK_BYTES
+    assert "stopped" not in result.write_method + result.read_method

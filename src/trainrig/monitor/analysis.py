@@ -81,6 +81,8 @@ class RunReport:
     samples: dict[str, int]
     sampler: dict[str, Any]
     series: dict[str, Any] = field(default_factory=dict)
+    storage: dict[str, Any] = field(default_factory=dict)
+    """Empty unless the disk refused writes during the run (`Store.storage_state()`)."""
 
     def to_dict(self, series: bool = False) -> dict[str, Any]:
         data = {
@@ -96,6 +98,7 @@ class RunReport:
             "workload": self.workload,
             "samples": self.samples,
             "sampler": self.sampler,
+            "storage": self.storage,
         }
         if series:
             data["series"] = self.series
@@ -118,7 +121,16 @@ def analyze(data: RunData, warmup_steps: int | None = None) -> RunReport:
         samples={"gpu": len(data.gpu_samples), "host": len(data.host_samples),
                  "steps": len(data.steps)},
         sampler=data.meta.get("sampler", {}), series=series(data),
+        storage=storage_state(data.meta),
     )
+
+
+def storage_state(meta: dict[str, Any]) -> dict[str, Any]:
+    """What the disk refused, from the wrapper (`storage`) or a job's own monitor
+    (`storage:rankN`); a state with rows still unwritten wins over one that recovered."""
+    states = [v for k, v in sorted(meta.items()) if k.split(":")[0] == "storage" and v]
+    return max(states, key=lambda v: (bool(v.get("full_now")), v.get("dropped_rows") or 0),
+               default={})
 
 
 def merged_workload(meta: dict[str, Any], gpus: Sequence[GpuInfo]) -> dict[str, Any]:

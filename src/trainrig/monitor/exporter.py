@@ -23,6 +23,8 @@ __all__ = ["PrometheusExporter", "Snapshot", "GPU_METRICS", "HOST_METRICS", "STE
 
 _MIB = 2**20
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
+LOOPBACK = "127.0.0.1"
+"""Metrics are served to this host only unless a caller widens it on purpose."""
 
 
 def _scale(factor: float) -> Callable[[dict[str, Any], str], float | None]:
@@ -104,14 +106,16 @@ class Snapshot:
 class PrometheusExporter:
     """Serves `/metrics` on `port` (0: any free port; `.port` says which) from `snapshot()`."""
 
-    def __init__(self, snapshot: Callable[[], Snapshot], port: int, addr: str = "0.0.0.0") -> None:
+    def __init__(self, snapshot: Callable[[], Snapshot], port: int,
+                 addr: str = LOOPBACK) -> None:
         self.snapshot, self.port, self.addr = snapshot, port, addr
         self.hostname = socket.gethostname()
         self._server: Any = None
 
     @classmethod
     def for_sampler(cls, sampler: Any, steps: Any, port: int,
-                    live_steps: Callable[[], dict[str, float | None]] | None = None) -> PrometheusExporter:
+                    live_steps: Callable[[], dict[str, float | None]] | None = None,
+                    addr: str = LOOPBACK) -> PrometheusExporter:
         """An exporter over a running `Sampler` (and the process's `StepRecorder`, if any)."""
         from trainrig.monitor.live import recent_step_figures
 
@@ -122,7 +126,7 @@ class PrometheusExporter:
                 list(steps.recent) if steps is not None else [], steps.count if steps else 0, {})
             return Snapshot(list(sampler.latest_gpu), sampler.latest_host, gpus, figures)
 
-        return cls(snapshot, port)
+        return cls(snapshot, port, addr)
 
     def start(self) -> PrometheusExporter:
         try:
@@ -135,7 +139,7 @@ class PrometheusExporter:
         try:
             self._server, _ = start_http_server(self.port, addr=self.addr, registry=registry)
         except OSError as error:
-            raise TrainrigError("--prometheus", f"cannot listen on port {self.port} "
+            raise TrainrigError("--prometheus", f"cannot listen on {self.addr} port {self.port} "
                                                 f"({error.strerror or error}).") from None
         self.port = self._server.server_address[1]
         return self

@@ -62,3 +62,5 @@ class LiveState:
     findings: list[Any] = field(default_factory=list)
     nvml_reason: str | None = None
     sampler_errors: int = 0
+    storage: dict[str, Any] = field(default_factory=dict)
+    """`Store.storage_state()`: empty unless the disk refused writes."""

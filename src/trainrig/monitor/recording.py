@@ -95,6 +95,9 @@ class Recording:
         from trainrig.monitor.runs import store_summary
 
         store_summary(self.store, self.run_id)
+        storage = self.store.storage_state()
+        if storage:  # the report must say that the disk was full
+            self.store.set_meta(self.run_id, {"storage": storage})
 
     def sampler_state(self) -> dict[str, Any]:
         s = self.sampler

@@ -108,6 +108,16 @@ class Monitor:
         if self._flusher is not None:
             self._flusher.stop()
             self._flusher = None
+        self._keep_storage_state()
+
+    def _keep_storage_state(self) -> None:
+        """A job that joined a run says in it whether the disk refused its steps; rows still
+        unwritten are lost when this process exits: say so on stderr."""
+        assert self.store is not None
+        state = self.store.storage_state()
+        if state and self.joined and self.run_id is not None:
+            self.store.set_meta(self.run_id, {f"storage:rank{self.rank}": state})
+        _warn_if_unwritten(self.store)
 
     def __enter__(self) -> Monitor:
         return self.start()
@@ -159,7 +169,7 @@ class Monitor:
     def _record(self) -> None:
         from trainrig.monitor.home import database_path
 
-        self.store = Store.open(database_path(self.home))
+        self.store = Store.open(database_path(self.home), memory_if_full=True)
         self._recording = Recording.create(self.store, self.config, [sys.executable, *sys.argv],
                                            os.getpid())
         self.run_id = self._recording.run_id
@@ -172,7 +182,7 @@ class Monitor:
                                                             self.prometheus_port).start()
 
     def _join(self, run_id: int, db_path: str) -> None:
-        self.store = Store.open(db_path)
+        self.store = Store.open(db_path, memory_if_full=True)
         self.run_id, self.joined = run_id, True
         self.store.set_meta(run_id, {f"workload:rank{self.rank}": self.config.workload,
                                      f"{TRAINER_PID_PREFIX}{self.rank}": os.getpid()})
@@ -183,6 +193,18 @@ class Monitor:
 
     def _at_exit(self) -> None:
         self.stop("finished")
+
+
+def _warn_if_unwritten(store: Store) -> None:
+    """Rows still held for a full disk are lost when this process exits: say so on stderr."""
+    from trainrig.report.monitor_report import storage_warning
+
+    state = store.storage_state()
+    if not state.get("full_now"):
+        return
+    lost = "" if state["memory_only"] else \
+        f" This process is ending: {state['pending_rows']} rows are lost."
+    sys.stderr.write(f"trainrig.monitor: {storage_warning(state)}{lost}\n")
 
 
 def _rank() -> int:

@@ -7,6 +7,7 @@ token directly; a peak rate or a precision) into plain numbers stored with the r
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from trainrig.errors import TrainrigError
@@ -94,5 +95,6 @@ def _flops(job: Any, model: Any, seq_len: int | None, flops_per_token: float | N
 
 
 def _check_positive(value: float | None, field: str) -> None:
-    if value is not None and not value > 0:
-        raise TrainrigError(field, f"must be a positive number (got {value!r}).")
+    """Finite and above zero: NaN and infinity would make every MFU NaN or 0."""
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise TrainrigError(field, f"must be a finite positive number (got {value!r}).")

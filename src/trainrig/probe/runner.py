@@ -7,10 +7,13 @@ collectives run last in their own torchrun processes.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -67,6 +70,10 @@ QUICK = Settings(cpu_run_s=0.6, hostmem_run_s=0.5, hostmem_bytes=1 << 30, storag
 FULL = Settings(cpu_run_s=2.0, hostmem_run_s=2.0, hostmem_bytes=4 << 30, storage_bytes=2 << 30,
                 storage_files=8, gemm_min_time_s=0.1, gemm_repeats=5, copy_bytes=2 << 30,
                 pcie_bytes=1 << 30, p2p_bytes=1 << 30, collectives_timeout_s=300)
+
+
+TORCH_IMPORT_RESERVE_S = 5.0
+"""Importing torch takes seconds (4 s measured on a busy 2-core VM): not started with less left."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +170,32 @@ def run_probe(options: ProbeOptions, progress: Progress | None = None) -> ProbeR
     return _finish(run, started)
 
 
+TERMINATING_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+@contextlib.contextmanager
+def ending_like_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the probe as Ctrl-C does, by an exception, so every `finally` runs:
+    the storage test's shard files (`.trainrig-probe-*`) are removed and collective workers
+    stopped. The exit code is 128 + the signal's number, as if the signal had killed it. Only
+    the main thread may set handlers; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        for other in TERMINATING_SIGNALS:  # a second signal must not cut the cleanup short
+            signal.signal(other, signal.SIG_IGN)
+        raise SystemExit(128 + signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in TERMINATING_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def nvml_backend(fake: str | None) -> tuple[Any | None, str]:
     """(backend, source label): a FakeNvml replaying `fake`, or None for the real pynvml."""
     if not fake:
@@ -229,7 +262,8 @@ def _run_cpu_sections(run: _Run) -> None:
     def storage() -> None:
         path = run.options.storage_path or Path.cwd()
         bench.storage = storage_bench.storage_bench(path, s.storage_bytes, s.storage_files,
-                                                    advance=_advance(run, "storage"))
+                                                    advance=_advance(run, "storage"),
+                                                    deadline_s=run.end_s)
 
     _section(run, "cpu", 2, cpu, min_remaining_s=4 * s.cpu_run_s + 2)
     _section(run, "hostmem", 2, hostmem, min_remaining_s=2 * s.hostmem_run_s + 1)
@@ -241,6 +275,10 @@ def _run_gpu_sections(run: _Run, backend: Any | None) -> None:
     wanted = [s for s in GPU_SECTIONS if run.wants(s)]
     needs_torch = wanted or (run.wants("collectives") and _collectives_apply(run))
     if not needs_torch:
+        return
+    if run.out_of_time(TORCH_IMPORT_RESERVE_S):  # importing torch alone would overrun the limit
+        for name in wanted:
+            _section(run, name, 1, _raiser("no time left"), min_remaining_s=float("inf"))
         return
     torch, reason = torch_bench.import_torch()
     run.torch = torch

@@ -11,7 +11,7 @@ from rich.text import Text
 from trainrig.monitor.live import LiveState
 from trainrig.probe.nvml import SLOWDOWN_REASONS, decode_clock_event_reasons
 from trainrig.report.format import NA, duration_text, na
-from trainrig.report.monitor_report import bytes_rate_text, mfu_text
+from trainrig.report.monitor_report import bytes_rate_text, mfu_text, storage_warning
 from trainrig.units import GIB
 
 __all__ = ["live_renderable"]
@@ -23,6 +23,9 @@ def live_renderable(state: LiveState) -> RenderableType:
                 style="bold")
     head.append(" ".join(state.command or [])[:100], style="dim")
     parts: list[RenderableType] = [head, _steps(state.step_figures)]
+    warning = storage_warning(state.storage)
+    if warning:
+        parts.insert(0, Text(warning, style="bold white on red"))
     parts.append(_gpus(state) if state.gpu_rows else
                  Text(f"GPUs: N/A ({state.nvml_reason or 'no samples yet'})", style="dim"))
     parts.append(_host(state.host_row, state.host))

@@ -14,7 +14,24 @@ from trainrig.report.format import NA, duration_text, na
 from trainrig.units import GIB
 
 __all__ = ["runs_table", "report_renderables", "findings_renderable", "bytes_rate_text",
-           "time_text", "mfu_text"]
+           "time_text", "mfu_text", "storage_warning"]
+
+
+def storage_warning(storage: dict[str, Any]) -> str | None:
+    """One loud line when the disk refused the monitor's writes (`Store.storage_state()`)."""
+    if not storage:
+        return None
+    where = storage.get("path") or "the monitor database"
+    if storage.get("memory_only"):
+        return (f"DISK FULL: {where} could not be opened; this run is recorded in memory only "
+                "and is lost when the monitor exits.")
+    dropped = storage.get("dropped_rows") or 0
+    lost = f" {dropped} oldest rows dropped (memory cap {storage.get('max_pending_rows')})." \
+        if dropped else ""
+    if storage.get("full_now"):
+        return (f"DISK FULL: {storage.get('pending_rows', 0)} rows held in memory, not yet written "
+                f"to {where}; they are written when space returns.{lost}")
+    return f"The disk was full during the run; every row kept in memory was written since.{lost}"
 
 
 
@@ -46,7 +63,8 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
     for run in runs:
         steps = run.get("steps") or {}
         step_time = (steps.get("step_time_s") or {}).get("median")
-        table.add_row(str(run["id"]), run.get("name") or NA, _status(run["status"]),
+        table.add_row(str(run["id"]), run.get("name") or NA,
+                      _status(run["status"], run.get("exit_code")),
                       time_text(run["started_at"]), duration_text(run.get("duration_s")),
                       str(steps.get("steps", 0)), duration_text(step_time),
                       na(steps.get("tokens_per_s"), "{:,.0f}"), mfu_text(steps.get("mfu")),
@@ -54,14 +72,20 @@ def runs_table(runs: list[dict[str, Any]]) -> Table:
     return table
 
 
-def _status(status: str) -> str:
-    color = {"finished": "green", "running": "cyan", "failed": "red", "killed": "red"}
-    return f"[{color.get(status, 'white')}]{status}[/]"
+def _status(status: str, exit_code: int | None = None) -> str:
+    """`failed (exit 3)`, `killed by SIGKILL (exit 137)`, `lost` (the monitor vanished)…"""
+    color = {"finished": "green", "running": "cyan", "failed": "red", "killed": "red",
+             "lost": "magenta", "ended": "white", "detached": "cyan"}
+    text = status if exit_code in (None, 0) else f"{status} (exit {exit_code})"
+    return f"[{color.get(status.split()[0], 'white')}]{text}[/]"
 
 
 def report_renderables(report: Any) -> list[RenderableType]:
     """The whole report of one run, as rich renderables, top to bottom."""
     parts: list[RenderableType] = [_header(report), _steps_table(report)]
+    warning = storage_warning(getattr(report, "storage", {}))
+    if warning:
+        parts.insert(0, Panel(warning, title="storage", border_style="bold red", title_align="left"))
     if report.comparison is not None:
         parts.append(Text(f"vs estimate: {report.comparison.message}", style="bold"))
     parts.append(_gpu_table(report) if report.gpus else

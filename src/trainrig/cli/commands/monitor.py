@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,9 @@ def monitor(
     name: str | None = typer.Option(None, "--name", help="A name for the run."),
     gpus: str | None = typer.Option(None, "--gpus", help="GPU indices to sample, e.g. 0,1 (default all)."),
     prometheus: int | None = typer.Option(None, "--prometheus", help="Serve metrics on this port."),
+    prometheus_host: str = typer.Option(
+        "127.0.0.1", "--prometheus-host",
+        help="Address the metrics listen on (default loopback; 0.0.0.0 for every interface)."),
     flops_per_token: float | None = typer.Option(None, "--flops-per-token", help="Training FLOPs per token."),
     peak_tflops: float | None = typer.Option(None, "--peak-tflops", help="Peak TFLOP/s per device for MFU."),
     devices: int | None = typer.Option(None, "--devices", help="Devices the reported tokens ran on."),
@@ -33,21 +37,49 @@ def monitor(
     """Run a training command (or attach to one) and record GPU, host and step signals; diagnose."""
     from trainrig.monitor.home import database_path
     from trainrig.monitor.store import Store
-    from trainrig.monitor.supervise import Supervisor
+    from trainrig.monitor.supervise import Supervisor, shell_exit_code
 
     if bool(command) == (pid is not None):
         raise TrainrigError("COMMAND", "give either a command after `--` or --pid N, not both "
                                        "and not neither.")
-    if duration is not None and duration <= 0:
-        raise TrainrigError("--duration", f"must be a positive number of seconds (got {duration:g}).")
+    _check_positive(duration, "--duration", "a positive number of seconds")
+    _check_port(prometheus, prometheus_host)
     config = _config(hz, job, name or _default_name(command, pid), gpus, flops_per_token,
                      peak_tflops, devices, memory_limit_gib, nvml_fake)
-    store = Store.open(database_path())
-    supervisor = Supervisor(store, config, prometheus_port=prometheus)
+    store = Store.open(database_path(), memory_if_full=True)  # a full disk must not stop the job
+    supervisor = Supervisor(store, config, prometheus_port=prometheus,
+                            prometheus_host=prometheus_host)
     code = _follow(supervisor, command, pid, duration, live and not json_output, json_output)
     _present(store, supervisor.run_id, json_output)
+    _warn_if_unwritten(store)
     if code:
-        raise typer.Exit(code=code if code > 0 else 128 - code)
+        raise typer.Exit(code=shell_exit_code(code))
+
+
+def _check_positive(value: float | None, flag: str, what: str) -> None:
+    """NaN and infinity are refused too (`nan <= 0` is False)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise TrainrigError(flag, f"must be {what} (got {value:g}).")
+
+
+def _check_port(port: int | None, host: str) -> None:
+    if port is not None and not 0 <= port <= 65535:
+        raise TrainrigError("--prometheus", f"must be a TCP port from 0 to 65535 (got {port}).")
+    if not host.strip():
+        raise TrainrigError("--prometheus-host", "must be an address such as 127.0.0.1 or 0.0.0.0.")
+
+
+def _warn_if_unwritten(store: Any) -> None:
+    """Rows still held for a full disk die with this process: the last line says so."""
+    from trainrig.report.monitor_report import storage_warning
+
+    state = store.storage_state()
+    if not state.get("full_now"):
+        return
+    lost = "" if state["memory_only"] else \
+        f" The monitor is exiting: {state['pending_rows']} rows are lost."
+    err_console.print(f"[bold red]warning:[/] {storage_warning(state)}{lost}", highlight=False,
+                      soft_wrap=True)
 
 
 def _config(hz: float, job: Path | None, name: str | None, gpus: str | None,
@@ -60,8 +92,7 @@ def _config(hz: float, job: Path | None, name: str | None, gpus: str | None,
     check_hz(hz, "--hz")
     if job is not None and not job.is_file():
         raise TrainrigError("--job", f"{job} is not a file.")
-    if memory_limit_gib is not None and memory_limit_gib <= 0:
-        raise TrainrigError("--memory-limit-gib", f"must be positive (got {memory_limit_gib:g}).")
+    _check_positive(memory_limit_gib, "--memory-limit-gib", "a positive number of GiB")
     job_spec = load_job_input(str(job) if job else None, "--job")
     workload = _flag_errors(lambda: resolve_workload(
         job=job_spec, flops_per_token=flops_per_token, peak_tflops=peak_tflops, devices=devices))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ def probe(
     options = _options(quick, only, time_limit, storage_path, nvml_fake, nproc_per_node, nnodes,
                        rdzv_endpoint, catalog)
     for path, flag in ((save, "--save"), (html_path, "--html")):
-        _check_writable(path, flag)
+        check_output_file(path, flag)  # before the probe runs: its results must not be lost
     result = _run(options, show_progress=not json_output)
     _write_outputs(result, save, html_path)
     if json_output:
@@ -63,7 +64,7 @@ def _options(quick: bool, only: str, time_limit: float | None, storage_path: Pat
     from trainrig.probe.nvml_fake import load_recording
     from trainrig.probe.runner import ProbeOptions
 
-    if time_limit is not None and time_limit <= 0:
+    if time_limit is not None and not (math.isfinite(time_limit) and time_limit > 0):
         raise TrainrigError("--time-limit", f"must be a positive number of seconds (got {time_limit:g}).")
     if nproc_per_node is not None and nproc_per_node < 1:
         raise TrainrigError("--nproc-per-node", "must be at least 1.")
@@ -97,19 +98,43 @@ def _check_storage(path: Path) -> None:
         raise TrainrigError("--storage-path", f"{path} is not writable.")
 
 
-def _check_writable(path: Path | None, flag: str) -> None:
-    if path is not None and not path.parent.resolve().is_dir():
+def check_output_file(path: Path | None, flag: str) -> None:
+    """An output file the command can write: not a directory, in an existing directory, and
+    writable (tried by opening it: permission bits do not tell for root or read-only mounts).
+    Checked before the work so that a bad path does not throw the results away."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise TrainrigError(flag, f"{path} is a directory; give a file name.")
+    if not path.parent.resolve().is_dir():
         raise TrainrigError(flag, f"directory {path.parent} does not exist.")
+    existed = path.exists()
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as error:
+        raise TrainrigError(flag, f"cannot write {path} ({error.strerror or error}).") from None
+    if not existed:
+        path.unlink(missing_ok=True)  # leave no empty file behind if the work fails
+
+
+def write_output_file(path: Path, text: str, flag: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as error:
+        raise TrainrigError(flag, f"cannot write {path} ({error.strerror or error}).") from None
 
 
 def _run(options: Any, show_progress: bool) -> Any:
-    from trainrig.probe.runner import run_probe
+    from trainrig.probe.runner import ending_like_ctrl_c, run_probe
 
-    if not show_progress:
-        return run_probe(options)
-    with Progress(TextColumn("[bold]{task.description:<12}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bars:
-        return run_probe(options, _RichProgress(bars))
+    with ending_like_ctrl_c():  # SIGTERM/SIGHUP: clean up the shard files, then exit
+        if not show_progress:
+            return run_probe(options)
+        with Progress(TextColumn("[bold]{task.description:<12}"), BarColumn(),
+                      MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
+                      transient=True) as bars:
+            return run_probe(options, _RichProgress(bars))
 
 
 class _RichProgress:
@@ -135,12 +160,12 @@ def _write_outputs(result: Any, save: Path | None, html_path: Path | None) -> No
     if save is not None:
         from trainrig.probe.profile import to_profile
 
-        save.write_text(to_profile(result).model_dump_json(indent=2) + "\n")
+        write_output_file(save, to_profile(result).model_dump_json(indent=2) + "\n", "--save")
         err_console.print(f"profile written to {save}")
     if html_path is not None:
         from trainrig.report.probe_html import MATPLOTLIB_HINT, plots_available, render_html
 
-        html_path.write_text(render_html(result))
+        write_output_file(html_path, render_html(result), "--html")
         hint = "" if plots_available() else f" (without plots: {MATPLOTLIB_HINT})"
         err_console.print(f"HTML report written to {html_path}{hint}")
 
@@ -149,7 +174,7 @@ def _record(path: Path, nvml_fake: str | None) -> None:
     from trainrig.probe.nvml import NvmlUnavailable
     from trainrig.probe.nvml_record import record_nvml
 
-    _check_writable(path, "--record-nvml")
+    check_output_file(path, "--record-nvml")
     inner = None
     if nvml_fake:
         from trainrig.probe.nvml_fake import FakeNvml

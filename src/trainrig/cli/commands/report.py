@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
+from trainrig.cli.commands.probe import check_output_file, write_output_file
 from trainrig.cli.common import JsonOption, console, err_console, print_json
-from trainrig.errors import TrainrigError
 
 
 def report(
@@ -21,15 +21,14 @@ def report(
     from trainrig.monitor.home import database_path
     from trainrig.monitor.store import Store
 
-    if html_path is not None and not html_path.parent.resolve().is_dir():
-        raise TrainrigError("--html", f"directory {html_path.parent} does not exist.")
+    check_output_file(html_path, "--html")  # before the analysis, not after
     store = Store.open(database_path())
     result = analyze(store.load(store.resolve(run)))
     if html_path is not None:
         from trainrig.report.monitor_html import render_html
         from trainrig.report.probe_html import MATPLOTLIB_HINT, plots_available
 
-        html_path.write_text(render_html(result))
+        write_output_file(html_path, render_html(result), "--html")
         hint = "" if plots_available() else f" (without plots: {MATPLOTLIB_HINT})"
         err_console.print(f"HTML report written to {html_path}{hint}")
     if json_output:

@@ -7,6 +7,9 @@ import typer
 from trainrig.cli.common import JsonOption, console, print_json
 from trainrig.errors import TrainrigError
 
+MAX_LIMIT = 1_000_000
+"""More runs than anyone lists; SQLite's LIMIT takes at most 2**63 - 1."""
+
 
 def runs(
     limit: int = typer.Option(20, "--limit", help="How many of the newest runs to list."),
@@ -17,8 +20,8 @@ def runs(
     from trainrig.monitor.runs import run_summaries
     from trainrig.monitor.store import Store
 
-    if limit < 1:
-        raise TrainrigError("--limit", f"must be at least 1 (got {limit}).")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise TrainrigError("--limit", f"must be from 1 to {MAX_LIMIT:,} (got {limit}).")
     summaries = run_summaries(Store.open(database_path()), limit)
     if json_output:
         print_json(summaries)
