@@ -75,3 +75,102 @@ def test_exponent_numbers_in_yaml_are_floats_as_in_yaml_1_2():
     assert data == {"a": 1.0e11, "b": 2e12, "c": -3.5e-2, "d": 7, "e": "1e", "f": "2e3", "g": 1.5e13}
     assert isinstance(data["d"], int)
 
+
+
+# --- conflicts (issue 13 item 12): an error naming both files, never a silent choice ----------------
+
+
+def test_a_user_file_may_replace_a_packaged_entry_on_purpose(tmp_path):
+    replaced = CUSTOM_GPU.replace("id: LAB-ACCEL-48GB", "id: T4").replace("aliases: [labaccel]", "aliases: []")
+    (tmp_path / "t4.yaml").write_text(replaced)
+    catalog = load_catalog((str(tmp_path),))
+    assert catalog.gpus.get("T4").entry.memory_gib == 48
+
+
+def test_two_user_files_with_the_same_id_are_an_error(tmp_path):
+    (tmp_path / "a.yaml").write_text(CUSTOM_GPU)
+    (tmp_path / "b.yaml").write_text(CUSTOM_GPU.replace("aliases: [labaccel]", "aliases: []"))
+    with pytest.raises(TrainrigError) as error:
+        load_catalog((str(tmp_path),))
+    assert str(error.value) == (f"catalog: GPU id 'LAB-ACCEL-48GB' is defined twice, in {tmp_path / 'a.yaml'} and "
+                                f"{tmp_path / 'b.yaml'}; keep one.")
+
+
+def test_the_same_id_twice_in_one_file_is_an_error(tmp_path):
+    twice = CUSTOM_GPU + CUSTOM_GPU.split("gpus:\n", 1)[1].replace("aliases: [labaccel]", "aliases: []")
+    (tmp_path / "lab.yaml").write_text(twice)
+    with pytest.raises(TrainrigError, match="is defined twice"):
+        load_catalog((str(tmp_path),))
+
+
+def test_a_user_alias_that_is_a_packaged_name_is_an_error(tmp_path):
+    (tmp_path / "lab.yaml").write_text(CUSTOM_GPU.replace("aliases: [labaccel]", "aliases: [labaccel, h100]"))
+    with pytest.raises(TrainrigError) as error:
+        load_catalog((str(tmp_path),))
+    assert str(error.value) == (f"catalog: {tmp_path / 'lab.yaml'} GPU 'LAB-ACCEL-48GB': the name 'h100' is already "
+                                "H100-SXM5-80GB from packaged gpus.yaml; rename one.")
+
+
+def test_a_user_id_that_is_a_packaged_alias_is_an_error(tmp_path):
+    (tmp_path / "lab.yaml").write_text(CUSTOM_GPU.replace("id: LAB-ACCEL-48GB", "id: h100"))
+    with pytest.raises(TrainrigError, match="the name 'h100' is already H100-SXM5-80GB"):
+        load_catalog((str(tmp_path),))
+
+
+def test_a_misspelled_section_is_an_error_with_a_suggestion(tmp_path):
+    (tmp_path / "lab.yaml").write_text(CUSTOM_GPU.replace("gpus:", "gpu:"))
+    with pytest.raises(TrainrigError) as error:
+        load_catalog((str(tmp_path),))
+    assert str(error.value) == (f"catalog: section 'gpu' in {tmp_path / 'lab.yaml'} is not a catalog section; "
+                                "did you mean gpus?")
+
+
+def test_an_offer_for_an_unknown_gpu_is_an_error(tmp_path):
+    (tmp_path / "cloud.yaml").write_text(textwrap.dedent("""
+        offers:
+        - id: lab-cloud-x1
+          name: Lab cloud x1
+          provider: lab
+          instance: x1
+          gpu: H1000
+          gpus_per_node: 8
+          usd_per_gpu_hour: 2.0
+          price_date: 2025-01-01
+          sources: ["price sheet"]
+    """))
+    with pytest.raises(TrainrigError) as error:
+        load_catalog((str(tmp_path),))
+    message = str(error.value)
+    assert message.startswith(f"catalog: {tmp_path / 'cloud.yaml'} offer 'lab-cloud-x1' gpu: unknown GPU 'H1000'")
+    assert "did you mean" in message
+
+
+def test_the_same_directory_twice_is_read_once(tmp_path, monkeypatch):
+    (tmp_path / "lab.yaml").write_text(CUSTOM_GPU)
+    monkeypatch.setenv("TRAINRIG_CATALOG", str(tmp_path))
+    catalog = load_catalog((str(tmp_path),))  # in the variable and by --catalog: not a duplicate id
+    assert "LAB-ACCEL-48GB" in catalog.gpus.entries
+
+
+def test_a_catalog_path_that_is_a_file_says_so(tmp_path):
+    (tmp_path / "lab.yaml").write_text(CUSTOM_GPU)
+    with pytest.raises(TrainrigError, match=r"lab\.yaml is not a directory"):
+        load_catalog((str(tmp_path / "lab.yaml"),))
+
+
+def test_a_duplicate_key_in_a_catalog_file_names_file_and_line(tmp_path):
+    (tmp_path / "lab.yaml").write_text(CUSTOM_GPU.replace("tdp_w: 300", "tdp_w: 300\n  tdp_w: 350"))
+    with pytest.raises(TrainrigError, match=r"lab\.yaml is not valid YAML \(found duplicate key 'tdp_w' at line 17"):
+        load_catalog((str(tmp_path),))
+
+
+def test_packaged_files_are_parsed_once_per_process(tmp_path, monkeypatch):
+    from trainrig.catalog import registry
+
+    load_catalog()
+    real = registry.load_data_file
+    parsed = []
+    monkeypatch.setattr(registry, "load_data_file", lambda path, field: parsed.append(path) or real(path, field))
+    (tmp_path / "lab.yaml").write_text(CUSTOM_GPU)
+    load_catalog((str(tmp_path),))  # a new set of directories: only the user's file is new
+    assert parsed == [tmp_path / "lab.yaml"]

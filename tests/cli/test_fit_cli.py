@@ -71,7 +71,7 @@ def test_flags_build_the_job_as_estimate_does():
 
 @pytest.mark.parametrize(("args", "field"), [
     (("--model", "llama3-8b", "--gpu", "h1000"), "hardware.gpu"),
-    ((EXAMPLE, "--max-gpus", "0"), "max_gpus"),
+    ((EXAMPLE, "--max-gpus", "0"), "--max-gpus"),
     ((EXAMPLE, "--set", "tp=3"), "training.tp"),
     (("--gpu", "h100"), "model"),
     (("no-such-job.yaml",), "job"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from trainrig.catalog.registry import Resolved, Section, build_section, catalog_dirs, read_sections
+from trainrig.catalog.registry import Resolved, Section, build_section, catalog_dirs, check_offer_names, read_sections
 from trainrig.specs import CPU, GPU, FrameworkSpec, HostMemory, Link, ModelPreset, Offer, Storage
 
 __all__ = ["Catalog", "load_catalog", "get_gpu", "get_link", "Resolved", "Section"]
@@ -33,7 +33,7 @@ def load_catalog(extra_dirs: tuple[str, ...] = ()) -> Catalog:
 @lru_cache(maxsize=8)
 def _load(dirs) -> Catalog:
     raw = read_sections(dirs)
-    return Catalog(
+    catalog = Catalog(
         gpus=build_section("GPU", "hardware.gpu", GPU, raw.get("gpus", [])),
         links=build_section("link", "hardware.link", Link, raw.get("links", [])),
         cpus=build_section("CPU", "hardware.cpu", CPU, raw.get("cpus", [])),
@@ -43,6 +43,8 @@ def _load(dirs) -> Catalog:
         offers=build_section("offer", "offers", Offer, raw.get("offers", [])),
         frameworks=build_section("framework", "training.framework", FrameworkSpec, raw.get("frameworks", [])),
     )
+    check_offer_names(catalog.offers, catalog.gpus, catalog.links)
+    return catalog
 
 
 def get_gpu(name: str, extra_dirs: tuple[str, ...] = ()) -> GPU:

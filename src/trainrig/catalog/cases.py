@@ -71,7 +71,10 @@ def load_cases(paths: list[str | Path] | None = None, extra_dirs: tuple[str, ...
     files = _expand(paths or [BUNDLED_CASES_DIR])
     cases: list[MeasuredCase] = []
     for path in files:
-        data = read_job_file(path)
+        try:
+            data = read_job_file(path)
+        except TrainrigError as error:  # the file itself is wrong: name it as a cases file
+            raise TrainrigError("cases", error.message) from None
         entries = data.get("cases", [data]) if isinstance(data, dict) else []
         if not isinstance(entries, list):
             raise TrainrigError("cases", f"{path}: `cases` must be a list of measured runs.")
@@ -88,10 +91,8 @@ def _expand(paths: list[str | Path]) -> list[Path]:
         path = Path(raw)
         if path.is_dir():
             files.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json")))
-        elif path.is_file():
+        else:  # reading it says what is wrong with a missing file, a FIFO, a symlink loop …
             files.append(path)
-        else:
-            raise TrainrigError("cases", f"{path} does not exist.")
     return files
 
 

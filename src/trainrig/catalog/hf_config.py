@@ -44,6 +44,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from trainrig.catalog.files import read_text
 from trainrig.errors import TrainrigError
 from trainrig.specs.model import ModelSpec
 
@@ -180,7 +181,7 @@ def _config_file(path: Path) -> Path:
 
 def _read_json(file: Path) -> dict[str, Any]:
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(read_text(file, "model"))  # regular UTF-8 files up to the size cap
     except json.JSONDecodeError as error:
         raise TrainrigError(
             "model",
@@ -379,7 +380,13 @@ def _qwen_moe_layers(c: _Config, n_layers: int) -> int:
         raise TrainrigError(
             "model", f"{c.file} gives mlp_only_layers = {dense_only!r}, not a list."
         )
-    return sum(1 for i in range(n_layers) if i in dense_only or step <= 0 or (i + 1) % step)
+    if step <= 0:
+        return n_layers
+    # counted, not looped over: a config may claim any number of layers (ModelSpec bounds them later)
+    off_step = n_layers - n_layers // step
+    listed = {int(i) for i in dense_only if isinstance(i, int) or (isinstance(i, float) and i.is_integer())}
+    listed_on_step = {i for i in listed if 0 <= i < n_layers and (i + 1) % step == 0}
+    return off_step + len(listed_on_step)
 
 
 def _qwen2(c: _Config) -> dict[str, Any]:

@@ -16,10 +16,12 @@ import yaml
 from pydantic import ValidationError
 
 from trainrig.catalog import Catalog, load_catalog
+from trainrig.catalog.files import load_data_file, read_text
 from trainrig.catalog.models import resolve_model
 from trainrig.catalog.yaml_text import load_yaml
 from trainrig.errors import TrainrigError, from_validation_error
 from trainrig.specs import CUSTOM_FRAMEWORK, GPU, HardwareProfile, HardwareSpec, Job, Link, NetworkSpec, TrainingSpec
+from trainrig.specs.base import MAX_GPUS, check_number
 
 __all__ = ["load_job", "read_job_file", "job_to_mapping", "load_profile", "MEASURED_RUN_KEYS"]
 
@@ -40,14 +42,7 @@ DEFAULT_NETWORK = {"nvlink2": "ib-edr", "nvlink3": "ib-hdr", "nvlink4": "ib-ndr"
 def read_job_file(path: str | Path) -> dict[str, Any]:
     """The mapping in a YAML or JSON job file."""
     path = Path(path)
-    if not path.is_file():
-        raise TrainrigError("job", f"file {path} does not exist.")
-    text = path.read_text()
-    try:
-        data = json.loads(text) if path.suffix == ".json" else load_yaml(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as error:
-        kind = "JSON" if path.suffix == ".json" else "YAML"
-        raise TrainrigError("job", f"{path} is not valid {kind} ({_where(error)}).") from None
+    data = load_data_file(path, "job")  # regular UTF-8 files of bounded size only, one sentence if not
     if not isinstance(data, dict):
         raise TrainrigError("job", f"{path} must hold a mapping with model, hardware and training.")
     if isinstance(data.get("hardware"), dict) and isinstance(data["hardware"].get("profile"), str):
@@ -57,6 +52,8 @@ def read_job_file(path: str | Path) -> dict[str, Any]:
 
 def load_job(source: str | Path | Mapping[str, Any], extra_dirs: tuple[str, ...] = ()) -> Job:
     """A Job from a job file's path or its content as a mapping."""
+    if not isinstance(source, str | Path | Mapping):  # e.g. a parsed JSON array: one sentence, not a TypeError
+        raise TrainrigError("job", "must be a job file's path or a mapping with model, hardware and training.")
     data = dict(source) if isinstance(source, Mapping) else read_job_file(source)
     unknown = set(data) - JOB_KEYS - MEASURED_RUN_KEYS
     if unknown:
@@ -183,15 +180,15 @@ def _network_mapping(raw: Mapping, gpus_per_node: int, catalog: Catalog, notes: 
     ports = _positive_int(raw.get("ports_per_node", gpus_per_node), "hardware.inter_node.ports_per_node")
     if "link" in raw:
         return NetworkSpec(link=_link(raw["link"], catalog, "hardware.inter_node.link", notes), ports_per_node=ports)
-    gbps = raw.get("bandwidth_gbps")
-    if not isinstance(gbps, int | float) or gbps <= 0:
-        raise TrainrigError("hardware.inter_node.bandwidth_gbps", "must be a positive number of Gb/s per port.")
+    gbps = check_number("hardware.inter_node.bandwidth_gbps", raw.get("bandwidth_gbps"), what="of Gb/s per port")
     networks = [link for link in catalog.links if link.line_rate_gbps and link.kind == "infiniband"]
     nearest = min(networks, key=lambda link: abs(link.line_rate_gbps - gbps))
-    link = nearest.model_copy(update={
-        "id": f"{gbps:g}gbps", "name": f"{gbps:g} Gb/s port ({nearest.id} latency and efficiency)",
-        "line_rate_gbps": float(gbps), "bandwidth_gbs": nearest.bandwidth_gbs * gbps / nearest.line_rate_gbps,
-    })
+    port = {"id": f"{gbps:g}gbps", "name": f"{gbps:g} Gb/s port ({nearest.id} latency and efficiency)",
+            "line_rate_gbps": float(gbps), "bandwidth_gbs": nearest.bandwidth_gbs * gbps / nearest.line_rate_gbps}
+    try:  # validated, not model_copy: the scaled rate must stay within the spec's bounds
+        link = Link.model_validate({**nearest.model_dump(), **port})
+    except ValidationError as error:
+        raise from_validation_error(error, prefix="hardware.inter_node") from None
     return NetworkSpec(link=link, ports_per_node=ports)
 
 
@@ -216,17 +213,15 @@ def load_profile(raw: Any) -> HardwareProfile:
     try:
         if isinstance(raw, Mapping):
             return HardwareProfile.model_validate(dict(raw))
-        path = Path(str(raw))
-        if not path.is_file():
-            raise TrainrigError("hardware.profile", f"file {path} does not exist.")
-        return HardwareProfile.model_validate_json(path.read_text())
+        return HardwareProfile.model_validate_json(read_text(str(raw), "hardware.profile"))
     except ValidationError as error:
         raise from_validation_error(error, prefix="hardware.profile") from None
 
 
 def _positive_int(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise TrainrigError(field, f"must be a positive whole number (got {value!r}).")
+    """A GPU, node or port count: bounded like the spec fields, before any default is derived from it."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_GPUS:
+        raise TrainrigError(field, f"must be a whole number from 1 to {MAX_GPUS} (got {value!r}).")
     return value
 
 
@@ -288,7 +283,7 @@ def apply_change(mapping: Mapping[str, Any], change: str) -> dict[str, Any]:
     key, _, raw = change.partition("=")
     key = key.strip()
     try:
-        value = load_yaml(raw) if raw.strip() else None
+        value = load_yaml(raw, source=f"what_if '{key}'") if raw.strip() else None
     except yaml.YAMLError:
         value = raw.strip()
     section, field = _change_target(key)
@@ -296,6 +291,8 @@ def apply_change(mapping: Mapping[str, Any], change: str) -> dict[str, Any]:
     if section == "model":
         changed["model"] = value
         return changed
+    if not isinstance(changed.get(section) or {}, Mapping):
+        raise TrainrigError(section, f"must be a mapping of {section} settings, so {key} cannot be changed in it.")
     target = dict(changed.get(section) or {})
     target[field] = value
     if section == "training" and field in ("tp", "pp", "cp") and "dp" not in str(change):

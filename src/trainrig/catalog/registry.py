@@ -2,8 +2,13 @@
 
 The package ships its data under `catalog/data/`; users add files of the same shape in their own
 directories (`--catalog DIR` or `TRAINRIG_CATALOG=dir1:dir2`). A YAML file may hold any of the
-sections `gpus`, `links`, `cpus`, `host_memory`, `storage`, `models`, `offers`; a user entry with an
-id the package already has replaces the packaged one.
+sections in SECTIONS; a user entry with an id the package already has replaces the packaged one.
+
+Anything else that would make a name mean two things is an error naming both files: an id defined
+twice (except that one replacement), a name (id or alias) of one entry that is already a name of
+another, a section name that is not one of SECTIONS (`gpu:` for `gpus:`), an offer naming a GPU or
+link the catalog lacks. Files are read by `files.read_text` (regular UTF-8 files up to 4 MiB) and
+parsed by `yaml_text.load_yaml` (depth and alias limits, duplicate keys refused).
 """
 
 from __future__ import annotations
@@ -11,21 +16,22 @@ from __future__ import annotations
 import difflib
 import os
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-import yaml
 from pydantic import ValidationError
 
-from trainrig.catalog.yaml_text import load_yaml
+from trainrig.catalog.files import load_data_file
 from trainrig.errors import TrainrigError, from_validation_error
 from trainrig.specs.base import CatalogEntry
 
-__all__ = ["Section", "Resolved", "normalize_name", "DATA_DIR", "catalog_dirs", "read_sections"]
+__all__ = ["Section", "Resolved", "normalize_name", "DATA_DIR", "SECTIONS", "catalog_dirs", "read_sections",
+           "build_section", "check_offer_names"]
 
 DATA_DIR = Path(__file__).parent / "data"
 CATALOG_ENV = "TRAINRIG_CATALOG"
+SECTIONS = ("gpus", "links", "cpus", "host_memory", "storage", "models", "offers", "frameworks")
 
 Entry = TypeVar("Entry", bound=CatalogEntry)
 
@@ -53,16 +59,37 @@ class Section(Generic[Entry]):
     """The job-file field users type the name into, for error messages."""
     entries: dict[str, Entry] = field(default_factory=dict)
     _index: dict[str, str] = field(default_factory=dict)
+    origins: dict[str, Path] = field(default_factory=dict)
+    """The file each entry came from, for messages about it."""
 
-    def add(self, entry: Entry) -> None:
+    def add(self, entry: Entry, origin: Path | None = None) -> None:
+        """Index `entry`; a TrainrigError when its id or a name is taken (see the module docstring)."""
         old = self.entries.get(entry.id)
         if old is not None:
-            for alias in old.aliases:
-                self._index.pop(normalize_name(alias), None)
+            self._check_replacement(entry, origin)
+            for name in self._names(old):
+                self._index.pop(name, None)
+        for name in self._names(entry):
+            other = self._index.get(name)
+            if other is not None and other != entry.id:
+                raise TrainrigError("catalog", f"{_shown(origin)} {self.kind} '{entry.id}': the name '{name}' is "
+                                               f"already {other} from {_shown(self.origins.get(other))}; rename one.")
         self.entries[entry.id] = entry
-        self._index[normalize_name(entry.id)] = entry.id
-        for alias in entry.aliases:
-            self._index.setdefault(normalize_name(alias), entry.id)
+        self.origins[entry.id] = origin or DATA_DIR
+        for name in self._names(entry):
+            self._index[name] = entry.id
+
+    def _check_replacement(self, entry: Entry, origin: Path | None) -> None:
+        # a user file may replace a packaged entry on purpose; any other repeat of an id is a mistake
+        first = self.origins.get(entry.id)
+        if _is_packaged(first) and not _is_packaged(origin):
+            return
+        raise TrainrigError("catalog", f"{self.kind} id '{entry.id}' is defined twice, in {_shown(first)} and "
+                                       f"{_shown(origin)}; keep one.")
+
+    @staticmethod
+    def _names(entry: CatalogEntry) -> set[str]:
+        return {normalize_name(entry.id), *(normalize_name(alias) for alias in entry.aliases)}
 
     def __iter__(self):
         return iter(self.entries.values())
@@ -99,17 +126,26 @@ class Section(Generic[Entry]):
 
     @property
     def kind_plural(self) -> str:
-        return {"GPU": "gpus", "model": "models"}.get(self.kind, f"catalog {self.kind}s")
+        """The `trainrig` command that lists this section (cli/commands/catalog.py)."""
+        return {"GPU": "gpus", "model": "models", "CPU": "catalog cpus", "host memory": "catalog host-memory",
+                "storage": "catalog storage"}.get(self.kind, f"catalog {self.kind}s")
 
 
 def catalog_dirs(extra: tuple[str, ...] = ()) -> tuple[Path, ...]:
-    """The packaged data directory, then TRAINRIG_CATALOG's directories, then `extra` (last wins)."""
+    """The packaged data directory, then TRAINRIG_CATALOG's directories, then `extra` (last wins).
+
+    A directory named twice (in the variable and by --catalog) is read once: its entries would
+    otherwise collide with themselves."""
     env = tuple(p for p in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if p)
-    dirs = [DATA_DIR, *(Path(p) for p in env), *(Path(p) for p in extra)]
-    for d in dirs[1:]:
+    if not env and not extra:  # the common case, on every load_job: no file-system calls
+        return (DATA_DIR,)
+    dirs: dict[Path, Path] = {DATA_DIR.resolve(): DATA_DIR}
+    for d in (Path(p) for p in (*env, *extra)):
         if not d.is_dir():
-            raise TrainrigError("catalog", f"directory {d} does not exist.")
-    return tuple(dirs)
+            problem = "is not a directory" if d.exists() else "does not exist"
+            raise TrainrigError("catalog", f"directory {d} {problem}.")
+        dirs.setdefault(d.resolve(), d)
+    return tuple(dirs.values())
 
 
 def read_sections(dirs: tuple[Path, ...]) -> dict[str, list[tuple[Path, dict[str, Any]]]]:
@@ -122,21 +158,29 @@ def _read_sections_cached(dirs: tuple[str, ...]) -> dict[str, list[tuple[Path, d
     sections: dict[str, list[tuple[Path, dict[str, Any]]]] = {}
     for directory in dirs:
         for path in sorted(Path(directory).glob("*.yaml")) + sorted(Path(directory).glob("*.yml")):
-            content = _load_yaml(path)
+            content = _packaged_file(path) if _is_packaged(path) else _load_file(path)
             for name, items in content.items():
-                if not isinstance(items, list):
-                    raise TrainrigError("catalog", f"section '{name}' in {path} must be a list of entries.")
                 sections.setdefault(name, []).extend((path, item) for item in items)
     return sections
 
 
-def _load_yaml(path: Path) -> dict[str, Any]:
-    try:
-        content = load_yaml(path.read_text()) or {}
-    except yaml.YAMLError as error:
-        raise TrainrigError("catalog", f"{path} is not valid YAML ({_yaml_where(error)}).") from None
+@cache
+def _packaged_file(path: Path) -> dict[str, list]:
+    """A packaged file, parsed once per process however many sets of user directories join it."""
+    return _load_file(path)
+
+
+def _load_file(path: Path) -> dict[str, list]:
+    content = load_data_file(path, "catalog") or {}
     if not isinstance(content, dict):
         raise TrainrigError("catalog", f"{path} must be a mapping of sections to lists.")
+    for name, items in content.items():
+        if name not in SECTIONS:
+            close = difflib.get_close_matches(str(name), SECTIONS, n=1)
+            hint = f"did you mean {close[0]}?" if close else f"valid: {', '.join(SECTIONS)}."
+            raise TrainrigError("catalog", f"section '{name}' in {path} is not a catalog section; {hint}")
+        if not isinstance(items, list):
+            raise TrainrigError("catalog", f"section '{name}' in {path} must be a list of entries.")
     return content
 
 
@@ -145,15 +189,34 @@ def build_section(kind: str, field_name: str, spec_type: type[Entry], raw: list[
     section: Section[Entry] = Section(kind, field_name)
     for path, item in raw:
         try:
-            section.add(spec_type.model_validate(item))
+            entry = spec_type.model_validate(item)
         except ValidationError as error:
             ident = item.get("id", "?") if isinstance(item, dict) else "?"
             detail = from_validation_error(error)
             raise TrainrigError("catalog", f"{path.name} entry '{ident}': {detail}") from None
+        section.add(entry, path)
     return section
 
 
-def _yaml_where(error: yaml.YAMLError) -> str:
-    mark = getattr(error, "problem_mark", None)
-    problem = getattr(error, "problem", None) or "syntax error"
-    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem
+def check_offer_names(offers: Section, gpus: Section, links: Section) -> None:
+    """Every offer's GPU and links are catalog names: else the planner would fail only when it
+    reaches that offer, and `trainrig offers` would list an instance nothing can use."""
+    for offer in offers:
+        for name, section, what in ((offer.gpu, gpus, "gpu"), (offer.interconnect, links, "interconnect"),
+                                    (offer.network, links, "network")):
+            if name is None:
+                continue
+            try:
+                section.get(name)
+            except TrainrigError as error:
+                raise TrainrigError("catalog", f"{_shown(offers.origins.get(offer.id))} offer '{offer.id}' "
+                                               f"{what}: {error.message}") from None
+
+
+def _is_packaged(path: Path | None) -> bool:
+    return path is None or path.parent == DATA_DIR
+
+
+def _shown(path: Path | None) -> str:
+    """A file as messages name it: the path the user gave for theirs, `packaged x.yaml` for ours."""
+    return f"packaged {path.name if path else 'catalog'}" if _is_packaged(path) else str(path)

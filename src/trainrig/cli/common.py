@@ -3,16 +3,34 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from trainrig.errors import TrainrigError
 
-__all__ = ["console", "err_console", "run_guarded", "print_json", "fail", "CatalogOption", "JsonOption"]
+try:  # recent typer vendors its own click; older ones raise click's exceptions
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - typer < 0.20
+    from click import exceptions as click_errors
+
+__all__ = ["console", "err_console", "run_guarded", "print_json", "json_text", "fail", "named_as_typed",
+           "CatalogOption", "JsonOption"]
+
+# Numbers docs/contract.md promises in every estimate (they are never null): a non-finite one is an
+# error, not a silent null. Every other non-finite number (a total time, a cost, a score over no
+# cases) means "not known" and is printed as null, so `--json` is always valid JSON.
+REQUIRED_NUMBER_KEYS = frozenset({
+    "memory_per_gpu_gib", "memory_breakdown_gib", "step_time_s", "step_breakdown_s", "tokens_per_s",
+    "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu",
+})
 
 def _width() -> int | None:
     """Terminal width; when output goes to a pipe or a file (rich would assume 80 columns), 120 so
@@ -33,23 +51,83 @@ JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON ins
 
 def fail(error: TrainrigError) -> None:
     """Print the one-sentence error and exit with code 2."""
-    err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+    _print_error(str(error))
     raise typer.Exit(code=2)
 
 
-def run_guarded(app: typer.Typer) -> int:
-    """Run the app; typer handles usage errors (exit 2), a TrainrigError ends here (exit 2)."""
+def run_guarded(app: typer.Typer, args: Sequence[str] | None = None) -> int:
+    """Run the app and return its exit code: bad input of any kind (a TrainrigError, or a usage error
+    such as a bad option value, a missing argument or an unknown option) ends in one sentence on
+    stderr and exit code 2, never in typer's multi-line usage box or a traceback."""
+    command = typer.main.get_command(app)
     try:
-        app()
+        # not standalone: click hands usage errors to us instead of printing its box and exiting;
+        # --help still prints and ends in click's Exit(0), which comes back as the return value
+        code = command.main(args=args, prog_name="trainrig", standalone_mode=False)
     except TrainrigError as error:
-        err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        return _print_error(str(error))
+    except click_errors.NoArgsIsHelpError as error:  # bare `trainrig`: the help, as before
+        err_console.print(error.format_message(), highlight=False, markup=False)
         return 2
-    return 0
+    except click_errors.UsageError as error:
+        return _print_error(_usage_sentence(error))
+    except click_errors.ClickException as error:  # e.g. a file option that cannot be opened
+        _print_error(error.format_message())
+        return error.exit_code
+    except typer.Abort:
+        return _print_error("aborted.", code=130)
+    return code if isinstance(code, int) and not isinstance(code, bool) else 0
+
+
+def _print_error(sentence: str, code: int = 2) -> int:
+    err_console.print(f"[bold red]error:[/] {escape(sentence)}", highlight=False, soft_wrap=True)
+    return code
+
+
+def _usage_sentence(error: click_errors.UsageError) -> str:
+    """click's message as one line, pointing at the verb's --help."""
+    message = " ".join(error.format_message().split()).rstrip(".")
+    command = error.ctx.command_path if error.ctx is not None else "trainrig"
+    return f"{message} (see `{command} --help`)."
+
+
+@contextmanager
+def named_as_typed(flag_fields: Mapping[str, str]) -> Iterator[None]:
+    """Errors about a field the user set with a flag also name that flag (`training.pp (--pp)`): the
+    job-file path alone is a name they never typed. `flag_fields` maps a dotted field to its option."""
+    try:
+        yield
+    except TrainrigError as error:
+        flag = flag_fields.get(error.field)
+        if flag is None or flag == f"--{error.field}":  # `--model` and `model` need no gloss
+            raise
+        raise TrainrigError(f"{error.field} ({flag})", error.message) from None
 
 
 def print_json(data: Any) -> None:
     """JSON on stdout, nothing else, so scripts can pipe it."""
-    sys.stdout.write(json.dumps(data, indent=2, default=_json_default) + "\n")
+    sys.stdout.write(json_text(data) + "\n")
+
+
+def json_text(data: Any) -> str:
+    """Strict JSON (never NaN or Infinity, which json.loads elsewhere refuses): a non-finite number
+    becomes null, except in the contract's always-numeric estimate keys, where it is an error."""
+    return json.dumps(_finite(data, ()), indent=2, allow_nan=False)
+
+
+def _finite(value: Any, path: tuple[str, ...]) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _finite(item, (*path, str(key))) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item, path) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        if REQUIRED_NUMBER_KEYS.intersection(path):
+            raise TrainrigError(".".join(path), f"came out {value}, not a finite number: some figure of the job"
+                                                " is too extreme to compute with.")
+        return None
+    if value is None or isinstance(value, str | int | float):
+        return value
+    return _finite(_json_default(value), path)
 
 
 def _json_default(value: Any) -> Any:

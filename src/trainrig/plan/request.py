@@ -6,7 +6,6 @@ and exit code 2 before any search starts.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
@@ -16,6 +15,7 @@ from pydantic import ValidationError
 from trainrig.errors import TrainrigError, from_validation_error
 from trainrig.plan.space import SearchSpace
 from trainrig.specs import ModelSpec, TrainingSpec
+from trainrig.specs.base import MAX_BATCH, MAX_FIGURE, MAX_GPUS, MAX_SEQ_LEN, MAX_TOKENS, check_number
 from trainrig.specs.job import TrainPrecision
 
 __all__ = ["PlanRequest", "OBJECTIVES", "LAYOUT_FIELDS", "parse_global_batch", "make_request"]
@@ -69,20 +69,20 @@ def make_request(model: ModelSpec, tokens: float | None, seq_len: int, global_ba
                  priced_only: bool = False, space: SearchSpace | None = None,
                  memory_headroom: float = 0.1) -> PlanRequest:
     """A PlanRequest, or a TrainrigError naming the first bad field."""
-    _check_positive("tokens", tokens, "the number of training tokens, e.g. 2e12")
-    _check_positive("seq_len", seq_len, "tokens per sequence", whole=True)
+    _check_positive("tokens", tokens, "of training tokens, e.g. 2e12", high=MAX_TOKENS)
+    _check_positive("seq_len", seq_len, "of tokens per sequence", whole=True, high=MAX_SEQ_LEN)
     _check_choice("precision", precision, get_args(TrainPrecision))
     _check_choice("method", method, METHODS)
     _check_choice("objective", objective, OBJECTIVES)
-    _check_optional_positive("deadline_days", deadline_days, "days")
-    _check_optional_positive("budget_usd", budget_usd, "US dollars")
-    _check_positive("max_gpus", max_gpus, "GPUs", whole=True)
-    _check_optional_positive("max_nodes", max_nodes, "nodes", whole=True)
+    _check_optional_positive("deadline_days", deadline_days, "of days")
+    _check_optional_positive("budget_usd", budget_usd, "of US dollars")
+    _check_positive("max_gpus", max_gpus, "of GPUs", whole=True, high=MAX_GPUS)
+    _check_optional_positive("max_nodes", max_nodes, "of nodes", whole=True, high=MAX_GPUS)
     if isinstance(memory_headroom, bool) or not isinstance(memory_headroom, int | float) \
             or not 0 <= memory_headroom < 0.5:
         raise TrainrigError("memory_headroom",
                             f"must be a share of GPU memory from 0 to 0.5 (got {memory_headroom!r}).")
-    _check_positive("top_k", top_k, "plans to show", whole=True)
+    _check_positive("top_k", top_k, "of plans to show", whole=True, high=MAX_BATCH)
     extra = _fixed_training(training or {}, seq_len, precision, method)
     return PlanRequest(
         model=model, tokens=float(tokens), seq_len=int(seq_len), global_batches=parse_global_batch(global_batch),
@@ -107,7 +107,7 @@ def _batch_bounds(value: int | Sequence[int] | str) -> tuple[int, int]:
         parts = value.replace(":", "-").split("-")
         try:
             numbers = [int(float(p)) for p in parts if p.strip()]
-        except ValueError:
+        except (ValueError, OverflowError):  # "inf" overflows int()
             numbers = []
         if len(numbers) != len(parts) or not 1 <= len(numbers) <= 2:
             raise TrainrigError("global_batch", f"'{value}' is not a batch size or a range like 512-2048.")
@@ -119,7 +119,7 @@ def _batch_bounds(value: int | Sequence[int] | str) -> tuple[int, int]:
     else:
         low = high = value
     for bound in (low, high):
-        _check_positive("global_batch", bound, "sequences per optimizer step", whole=True)
+        _check_positive("global_batch", bound, "of sequences per optimizer step", whole=True, high=MAX_BATCH)
     if low > high:
         raise TrainrigError("global_batch", f"the range {low}-{high} runs backwards; write {high}-{low}.")
     return int(low), int(high)
@@ -147,16 +147,16 @@ def _fixed_training(training: Mapping[str, Any], seq_len: int, precision: str, m
     return extra
 
 
-def _check_positive(name: str, value: Any, what: str, whole: bool = False) -> None:
-    number_ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not number_ok or value <= 0 or (whole and float(value) != int(value)):
-        kind = "a positive whole number" if whole else "a positive number"
-        raise TrainrigError(name, f"must be {kind} of {what} (got {value!r}).")
+def _check_positive(name: str, value: Any, what: str, whole: bool = False, high: float = MAX_FIGURE) -> None:
+    """The specs' rule for numbers (finite, not a bool, positive, bounded), so the CLI, the API and
+    the web refuse the same values with the same sentence."""
+    check_number(name, value, high=high, whole=whole, what=what)
 
 
-def _check_optional_positive(name: str, value: Any, what: str, whole: bool = False) -> None:
+def _check_optional_positive(name: str, value: Any, what: str, whole: bool = False,
+                             high: float = MAX_FIGURE) -> None:
     if value is not None:
-        _check_positive(name, value, what, whole)
+        _check_positive(name, value, what, whole, high)
 
 
 def _check_choice(name: str, value: Any, choices: Sequence[str]) -> None:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from trainrig.specs.base import CatalogEntry, FrozenSpec
+from trainrig.specs.base import MAX_FIGURE, MAX_GPUS, CatalogEntry, FrozenSpec
 
 __all__ = ["GPU", "PeakTflops", "Precision", "MemoryType"]
 
@@ -20,19 +20,19 @@ class PeakTflops(FrozenSpec):
     Never the 2:4 structured-sparsity figure that datasheets print beside the dense one.
     """
 
-    fp64: float | None = Field(default=None, gt=0)
+    fp64: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """FP64; the tensor-core rate where the chip has FP64 matrix units, else the vector rate."""
-    fp32: float | None = Field(default=None, gt=0)
+    fp32: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """FP32 on the vector units (CUDA cores / stream processors), not TF32."""
-    tf32: float | None = Field(default=None, gt=0)
+    tf32: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """TF32 (or AMD XF32) on the matrix units, dense."""
-    fp16: float | None = Field(default=None, gt=0)
+    fp16: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """FP16 on the matrix units with FP32 accumulate, dense."""
-    bf16: float | None = Field(default=None, gt=0)
+    bf16: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """BF16 on the matrix units with FP32 accumulate, dense."""
-    fp8: float | None = Field(default=None, gt=0)
+    fp8: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """FP8 (E4M3/E5M2) on the matrix units, dense."""
-    int8: float | None = Field(default=None, gt=0)
+    int8: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """INT8 on the matrix units, dense, in TOPS."""
 
 
@@ -45,23 +45,23 @@ class GPU(CatalogEntry):
     """Micro-architecture, e.g. `Hopper`, `CDNA3`, `Gaudi2`."""
     form_factor: Literal["sxm", "pcie", "oam", "nvl", "hgx"]
     """Board form factor; decides the default scale-up link and power envelope."""
-    memory_gib: float = Field(gt=0)
+    memory_gib: float = Field(gt=0, le=MAX_FIGURE)
     """Device memory as marketed (HBM and GDDR capacities are binary, so GB on the box ≈ GiB)."""
     memory_type: MemoryType
     """DRAM technology."""
-    memory_bandwidth_gbs: float = Field(gt=0)
+    memory_bandwidth_gbs: float = Field(gt=0, le=MAX_FIGURE)
     """Peak device-memory bandwidth in GB/s (10^9 bytes/s)."""
-    memory_bus_width_bits: int = Field(gt=0)
+    memory_bus_width_bits: int = Field(gt=0, le=MAX_GPUS)
     """Memory interface width in bits."""
     peak_tflops: PeakTflops
     """Dense peak arithmetic rates per precision."""
-    compute_units: int = Field(gt=0)
+    compute_units: int = Field(gt=0, le=MAX_GPUS)
     """SMs (NVIDIA), CUs (AMD) or matrix engines + TPCs (Gaudi): the units a GEMM's tiles spread over."""
-    matrix_cores: int | None = Field(default=None, gt=0)
+    matrix_cores: int | None = Field(default=None, gt=0, le=MAX_GPUS)
     """Tensor Cores (NVIDIA), Matrix Cores (AMD) or MMEs (Gaudi); null where not published."""
-    boost_clock_mhz: float = Field(gt=0)
+    boost_clock_mhz: float = Field(gt=0, le=MAX_FIGURE)
     """The clock the peak rates assume."""
-    tdp_w: float = Field(gt=0)
+    tdp_w: float = Field(gt=0, le=MAX_FIGURE)
     """Board power (TDP / TBP) in watts."""
     pcie_gen: int = Field(ge=3, le=6)
     """Host interface PCIe generation."""
@@ -69,10 +69,10 @@ class GPU(CatalogEntry):
     """Host interface PCIe lanes."""
     scale_up: str | None = None
     """Scale-up link catalog id (`nvlink4`, `infinity-fabric-3`, `gaudi2-roce` …); null for PCIe-only cards."""
-    scale_up_domain: int | None = Field(default=None, gt=0)
+    scale_up_domain: int | None = Field(default=None, gt=0, le=MAX_GPUS)
     """GPUs one scale-up fabric joins (2 for NVLink-bridged pairs, 4 for an MI100 hive); null = the
     whole node (NVSwitch/HGX baseboards). Larger groups fall back to PCIe between the domains."""
-    scale_up_gbs: float | None = Field(default=None, gt=0)
+    scale_up_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Scale-up bandwidth per GPU, total of both directions, in GB/s as vendors quote it."""
     year: int = Field(ge=2015, le=2030)
     """Year of release."""

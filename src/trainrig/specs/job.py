@@ -7,7 +7,16 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from trainrig.errors import TrainrigError
-from trainrig.specs.base import FrozenSpec
+from trainrig.specs.base import (
+    MAX_BATCH,
+    MAX_FIGURE,
+    MAX_GPUS,
+    MAX_SEQ_LEN,
+    MAX_TOKENS,
+    MAX_WIDTH,
+    FrozenSpec,
+    divisors_text,
+)
 from trainrig.specs.framework import CUSTOM_FRAMEWORK, FrameworkSpec
 from trainrig.specs.gpu import GPU
 from trainrig.specs.hardware import CPU, HostMemory, Link, Storage
@@ -55,27 +64,27 @@ LoraTargets = Annotated[str | tuple[str, ...], BeforeValidator(_lora_targets)]
 class TrainingSpec(FrozenSpec):
     """How the model is trained: batch, precision, parallelism, memory savers, optimizer."""
 
-    seq_len: int = Field(default=4096, gt=0)
-    """Tokens per sequence."""
-    global_batch: int = Field(default=256, gt=0)
+    seq_len: int = Field(default=4096, gt=0, le=MAX_SEQ_LEN)
+    """Tokens per sequence (at most a billion)."""
+    global_batch: int = Field(default=256, gt=0, le=MAX_BATCH)
     """Sequences per optimizer step, over all data-parallel ranks."""
-    micro_batch: int = Field(default=1, gt=0)
+    micro_batch: int = Field(default=1, gt=0, le=MAX_BATCH)
     """Sequences per forward/backward pass on one GPU."""
     precision: TrainPrecision = "bf16"
     """Compute precision of the GEMMs; fp16/bf16/fp8 imply mixed precision with fp32 master weights."""
-    tp: int = Field(default=1, gt=0)
-    """Tensor-parallel degree."""
-    pp: int = Field(default=1, gt=0)
+    tp: int = Field(default=1, gt=0, le=MAX_GPUS)
+    """Tensor-parallel degree (every degree at most ten million, the most GPUs a job may have)."""
+    pp: int = Field(default=1, gt=0, le=MAX_GPUS)
     """Pipeline-parallel stages."""
-    cp: int = Field(default=1, gt=0)
+    cp: int = Field(default=1, gt=0, le=MAX_GPUS)
     """Context-parallel degree (the sequence split across GPUs)."""
-    ep: int = Field(default=1, gt=0)
+    ep: int = Field(default=1, gt=0, le=MAX_GPUS)
     """Expert-parallel degree (MoE only), carved out of dp × cp."""
     dp: int | Literal["auto"] = "auto"
     """Data-parallel degree; `auto` = n_gpus / (tp · pp · cp)."""
-    vpp: int = Field(default=1, gt=0)
+    vpp: int = Field(default=1, gt=0, le=MAX_GPUS)
     """Interleaved pipeline chunks per stage (virtual pipeline size)."""
-    grad_accum: int | None = Field(default=None, gt=0)
+    grad_accum: int | None = Field(default=None, gt=0, le=MAX_BATCH)
     """Micro-batches per step per data-parallel rank; derived when absent."""
     zero: int = Field(default=0, ge=0, le=3)
     """ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights (FSDP full_shard)."""
@@ -106,7 +115,7 @@ class TrainingSpec(FrozenSpec):
     in the training precision (torchtune `dtype: bf16`, LitGPT `bf16-true`)."""
     method: Literal["full", "lora", "qlora"] = "full"
     """Full fine-tuning/pre-training, or adapters on a frozen base (bf16 base for LoRA, 4-bit for QLoRA)."""
-    lora_rank: int = Field(default=16, gt=0)
+    lora_rank: int = Field(default=16, gt=0, le=MAX_WIDTH)
     """Adapter rank for LoRA/QLoRA."""
     lora_targets: LoraTargets = "all-linear"
     """Which linears carry adapters: `all-linear`, `attention` (q, k, v, o) or a list of
@@ -129,8 +138,8 @@ class TrainingSpec(FrozenSpec):
     for backward (torchtune `enable_activation_offloading`)."""
     dropout: bool = False
     """Dropout after attention and MLP (GPT-2/3-era recipes); stores a 1-byte mask per element."""
-    tokens: float | None = Field(default=None, gt=0)
-    """Training tokens in total, for total time and cost."""
+    tokens: float | None = Field(default=None, gt=0, le=MAX_TOKENS)
+    """Training tokens in total, for total time and cost (a finite number, at most 1e18)."""
     offload: Literal["none", "optimizer", "parameters", "all"] = "none"
     """What lives off the GPU: `optimizer` = ZeRO-Offload (optimizer states and the step on the CPU,
     gradients down and weights up over PCIe every step); `parameters` = the weight shards too,
@@ -140,16 +149,16 @@ class TrainingSpec(FrozenSpec):
     packing: bool = True
     """Samples are packed into full `seq_len` sequences; false = each sample padded to the longest
     in its micro-batch: memory peaks at `seq_len`, and only `mean_seq_len` tokens per sample count."""
-    mean_seq_len: int | None = Field(default=None, gt=0)
+    mean_seq_len: int | None = Field(default=None, gt=0, le=MAX_SEQ_LEN)
     """Mean real tokens per sample when unpacked (null = seq_len)."""
     framework: Framework = "custom"
     """The training stack: its kernels, host overheads, and which layouts and savers it supports
     (catalog `frameworks`); `custom` = no framework-specific facts."""
     data_format: Literal["pretokenized", "text"] = "pretokenized"
     """Dataset on disk as token ids (collated by the loader) or raw text (tokenized on the fly)."""
-    loader_workers_per_gpu: int = Field(default=2, ge=0)
+    loader_workers_per_gpu: int = Field(default=2, ge=0, le=MAX_GPUS)
     """Data-loader worker processes per GPU (PyTorch DataLoader num_workers)."""
-    checkpoint_interval_steps: int | None = Field(default=None, gt=0)
+    checkpoint_interval_steps: int | None = Field(default=None, gt=0, le=MAX_BATCH)
     """Steps between checkpoints; null = checkpoint writes not modelled."""
 
     @property
@@ -199,7 +208,7 @@ class NetworkSpec(FrozenSpec):
 
     link: Link
     """The port: its speed, latency and efficiency."""
-    ports_per_node: int = Field(gt=0)
+    ports_per_node: int = Field(gt=0, le=MAX_GPUS)
     """NICs per node used for training traffic."""
 
     @property
@@ -213,9 +222,9 @@ class HardwareSpec(FrozenSpec):
 
     gpu: GPU
     """The accelerator."""
-    n_gpus: int = Field(gt=0)
-    """GPUs in the job."""
-    gpus_per_node: int = Field(default=8, gt=0)
+    n_gpus: int = Field(gt=0, le=MAX_GPUS)
+    """GPUs in the job (at most ten million)."""
+    gpus_per_node: int = Field(default=8, gt=0, le=MAX_GPUS)
     """GPUs per node (server)."""
     intra_node: Link
     """Link between GPUs inside a node: a scale-up fabric, or the PCIe link when there is none."""
@@ -223,13 +232,13 @@ class HardwareSpec(FrozenSpec):
     """Network between nodes; absent for a single node."""
     host_link: Link
     """Each GPU's PCIe link to its host."""
-    gpus_per_pcie_switch: int = Field(default=1, gt=0)
+    gpus_per_pcie_switch: int = Field(default=1, gt=0, le=MAX_GPUS)
     """GPUs that share one upstream PCIe link to the CPU (2 on many 8-GPU PCIe servers)."""
     cpu: CPU | None = None
     """The host CPU model, when known."""
-    cpu_cores_per_node: int | None = Field(default=None, gt=0)
+    cpu_cores_per_node: int | None = Field(default=None, gt=0, le=MAX_GPUS)
     """Physical CPU cores per node."""
-    ram_gb_per_node: float | None = Field(default=None, gt=0)
+    ram_gb_per_node: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Host RAM per node in GB."""
     host_memory: HostMemory | None = None
     """DDR speed grade of the host RAM, when known."""
@@ -279,7 +288,7 @@ def _resolved_training(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> T
     if t.dp == "auto":
         if hw.n_gpus % t.model_parallel:
             raise TrainrigError(
-                "training.tp",
+                _layout_culprit(t, hw.n_gpus),
                 f"tp·pp·cp = {t.model_parallel} does not divide hardware.n_gpus = {hw.n_gpus}.",
             )
         t = t.model_copy(update={"dp": hw.n_gpus // t.model_parallel})
@@ -305,12 +314,23 @@ def _resolved_training(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> T
     return t.model_copy(update={"grad_accum": accum})
 
 
+def _layout_culprit(t: TrainingSpec, n_gpus: int) -> str:
+    """The first degree, in the order tp, pp, cp, whose product with those before it stops dividing
+    n_gpus: the field to blame (a bad pp is not tp's fault)."""
+    product = 1
+    for name in ("tp", "pp", "cp"):
+        product *= getattr(t, name)
+        if n_gpus % product:
+            return f"training.{name}"
+    return "training.tp"
+
+
 def _check_parallelism(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> None:
     if model.n_heads % t.tp:
         raise TrainrigError(
             "training.tp",
             f"{t.tp} does not divide the model's {model.n_heads} attention heads;"
-            f" valid: {_divisors_text(model.n_heads)}.",
+            f" valid: {divisors_text(model.n_heads)}.",
         )
     if model.kv_heads % t.tp and t.tp % model.kv_heads:
         raise TrainrigError(
@@ -321,7 +341,7 @@ def _check_parallelism(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> N
         raise TrainrigError(
             "training.pp",
             f"pp·vpp = {t.pp * t.vpp} does not divide the model's {model.n_layers} layers;"
-            f" valid pp: {_divisors_text(model.n_layers)}.",
+            f" valid pp: {divisors_text(model.n_layers)}.",
         )
     if t.vpp > 1 and t.pp == 1:
         raise TrainrigError("training.vpp", "interleaving (vpp > 1) needs pipeline parallelism (pp > 1).")
@@ -375,16 +395,12 @@ def _check_experts(model: ModelSpec, t: TrainingSpec) -> None:
     if model.n_experts % t.ep:
         raise TrainrigError(
             "training.ep",
-            f"{t.ep} does not divide the {model.n_experts} experts; valid: {_divisors_text(model.n_experts)}.",
+            f"{t.ep} does not divide the {model.n_experts} experts; valid: {divisors_text(model.n_experts)}.",
         )
     if (t.dp_degree * t.cp) % t.ep:
         raise TrainrigError(
             "training.ep", f"{t.ep} must divide dp·cp = {t.dp_degree * t.cp} (experts are sharded across it)."
         )
-
-
-def _divisors_text(n: int) -> str:
-    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
 
 
 def _round_up(value: int, multiple: int) -> int:

@@ -7,7 +7,16 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from trainrig.errors import TrainrigError
-from trainrig.specs.base import CatalogEntry, FrozenSpec
+from trainrig.specs.base import (
+    MAX_EXPERTS,
+    MAX_HEADS,
+    MAX_LAYERS,
+    MAX_SEQ_LEN,
+    MAX_VOCAB,
+    MAX_WIDTH,
+    CatalogEntry,
+    FrozenSpec,
+)
 
 __all__ = ["ModelSpec", "ModelPreset"]
 
@@ -17,20 +26,20 @@ class ModelSpec(FrozenSpec):
 
     name: str = "custom"
     """Preset id or a label for a custom model."""
-    n_layers: int = Field(gt=0)
-    """Transformer blocks."""
-    hidden: int = Field(gt=0)
-    """Model width d_model."""
-    n_heads: int = Field(gt=0)
-    """Query attention heads."""
-    n_kv_heads: int | None = Field(default=None, gt=0)
+    n_layers: int = Field(gt=0, le=MAX_LAYERS)
+    """Transformer blocks (at most a million)."""
+    hidden: int = Field(gt=0, le=MAX_WIDTH)
+    """Model width d_model (at most ten million, as every width)."""
+    n_heads: int = Field(gt=0, le=MAX_HEADS)
+    """Query attention heads (at most a million)."""
+    n_kv_heads: int | None = Field(default=None, gt=0, le=MAX_HEADS)
     """Key/value heads (GQA; 1 = MQA); defaults to n_heads (plain multi-head attention)."""
-    head_dim: int | None = Field(default=None, gt=0)
+    head_dim: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
     """Per-head width; defaults to hidden / n_heads."""
-    ffn_hidden: int = Field(gt=0)
+    ffn_hidden: int = Field(gt=0, le=MAX_WIDTH)
     """Inner width of the dense MLP (per expert width is `expert_ffn_hidden`)."""
-    vocab: int = Field(gt=0)
-    """Vocabulary size (as padded in the checkpoint)."""
+    vocab: int = Field(gt=0, le=MAX_VOCAB)
+    """Vocabulary size (as padded in the checkpoint; at most a hundred million)."""
     gated_mlp: bool = True
     """SwiGLU-style MLP with gate, up and down projections (3 matrices) instead of 2."""
     tied_embeddings: bool = False
@@ -41,21 +50,21 @@ class ModelSpec(FrozenSpec):
     """Linear-layer biases: none (Llama), on Q/K/V only (Qwen2), on every linear (GPT-2/3)."""
     position_embedding: Literal["rope", "learned", "alibi"] = "rope"
     """Learned absolute positions add `max_positions × hidden` parameters."""
-    max_positions: int | None = Field(default=None, gt=0)
+    max_positions: int | None = Field(default=None, gt=0, le=MAX_SEQ_LEN)
     """Context length of a learned position table (required with `learned`)."""
-    sliding_window: int | None = Field(default=None, gt=0)
+    sliding_window: int | None = Field(default=None, gt=0, le=MAX_SEQ_LEN)
     """Attention window; tokens attend at most this far back (Mistral)."""
-    n_experts: int = Field(default=0, ge=0)
-    """Routed experts per MoE layer; 0 = dense model."""
-    top_k: int = Field(default=0, ge=0)
+    n_experts: int = Field(default=0, ge=0, le=MAX_EXPERTS)
+    """Routed experts per MoE layer; 0 = dense model (at most a hundred thousand)."""
+    top_k: int = Field(default=0, ge=0, le=MAX_EXPERTS)
     """Routed experts each token uses."""
-    expert_ffn_hidden: int | None = Field(default=None, gt=0)
+    expert_ffn_hidden: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
     """Inner width of one routed expert; defaults to ffn_hidden."""
-    n_shared_experts: int = Field(default=0, ge=0)
+    n_shared_experts: int = Field(default=0, ge=0, le=MAX_EXPERTS)
     """Experts every token uses (DeepSeek/Qwen-MoE style)."""
-    shared_ffn_hidden: int | None = Field(default=None, gt=0)
+    shared_ffn_hidden: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
     """Inner width of one shared expert; defaults to expert_ffn_hidden."""
-    n_dense_layers: int = Field(default=0, ge=0)
+    n_dense_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     """Leading layers with a dense MLP in an MoE model."""
 
     @model_validator(mode="after")

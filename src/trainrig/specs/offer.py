@@ -7,7 +7,7 @@ import datetime as dt
 from pydantic import Field, model_validator
 
 from trainrig.errors import TrainrigError
-from trainrig.specs.base import CatalogEntry
+from trainrig.specs.base import MAX_FIGURE, MAX_GPUS, CatalogEntry
 
 __all__ = ["Offer"]
 
@@ -21,18 +21,18 @@ class Offer(CatalogEntry):
     """The provider's name for the instance type, e.g. `p5.48xlarge`."""
     gpu: str
     """GPU catalog id (or alias) of the accelerators in it."""
-    gpus_per_node: int = Field(gt=0)
+    gpus_per_node: int = Field(gt=0, le=MAX_GPUS)
     """GPUs in the largest instance of this type (one node)."""
-    min_gpus: int | None = Field(default=None, gt=0)
+    min_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS)
     """Fewest GPUs rentable on one node at this per-GPU price (pods of 1–8); null = whole nodes only."""
     interconnect: str | None = None
     """Link catalog id joining the GPUs inside a node (`nvlink4`, `pcie4-x16` …); null = the GPU's default."""
     network: str | None = None
     """Link catalog id of one port of the network between nodes (`ib-ndr`, `eth-100g` …); null = not
     stated, and the planner keeps the offer to a single node."""
-    network_ports: int | None = Field(default=None, gt=0)
+    network_ports: int | None = Field(default=None, gt=0, le=MAX_GPUS)
     """Ports of that network per node; null = the link's usual count (one per GPU for rail networks)."""
-    usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """On-demand price per GPU-hour in USD; null where the provider publishes none ("contact sales")."""
     price_date: dt.date
     """The day the price was read."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
-from trainrig.specs.base import FrozenSpec
+from trainrig.specs.base import MAX_FIGURE, MAX_GPUS, FrozenSpec
 
 __all__ = ["HardwareProfile"]
 
@@ -18,37 +20,37 @@ class HardwareProfile(FrozenSpec):
     """The catalog entry the GPU was matched to."""
     measured_at: str | None = None
     """ISO-8601 time of the probe."""
-    gemm_tflops: dict[str, float] = Field(default_factory=dict)
+    gemm_tflops: dict[str, Annotated[float, Field(gt=0, le=MAX_FIGURE)]] = Field(default_factory=dict)
     """Best dense GEMM rate per precision (`bf16`, `fp16`, `tf32`, `fp32`, `fp8`) in TFLOP/s."""
-    memory_bandwidth_gbs: float | None = Field(default=None, gt=0)
+    memory_bandwidth_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Device-to-device copy, bytes read plus written per second, GB/s."""
-    pcie_h2d_gbs: float | None = Field(default=None, gt=0)
+    pcie_h2d_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Pinned host-to-device copy rate per GPU, GB/s."""
-    pcie_d2h_gbs: float | None = Field(default=None, gt=0)
+    pcie_d2h_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Pinned device-to-host copy rate per GPU, GB/s."""
-    intra_node_busbw_gbs: float | None = Field(default=None, gt=0)
+    intra_node_busbw_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """All-reduce bus bandwidth among the node's GPUs at large message sizes, GB/s."""
-    inter_node_busbw_gbs: float | None = Field(default=None, gt=0)
+    inter_node_busbw_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """All-reduce bus bandwidth across nodes at large message sizes, GB/s."""
-    host_memory_bandwidth_gbs: float | None = Field(default=None, gt=0)
+    host_memory_bandwidth_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Host STREAM-like copy bandwidth for the whole node, GB/s."""
-    storage_read_gbs: float | None = Field(default=None, gt=0)
+    storage_read_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Sequential dataset read rate with the page cache bypassed, GB/s."""
-    storage_write_gbs: float | None = Field(default=None, gt=0)
+    storage_write_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Checkpoint-like write rate with fsync, GB/s."""
-    tokenize_tokens_per_s_per_core: float | None = Field(default=None, gt=0)
+    tokenize_tokens_per_s_per_core: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Tokenization rate of one CPU core, tokens/s."""
-    collate_tokens_per_s_per_core: float | None = Field(default=None, gt=0)
+    collate_tokens_per_s_per_core: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Collation rate of pre-tokenized samples on one core, tokens/s."""
-    cpu_cores: int | None = Field(default=None, gt=0)
+    cpu_cores: int | None = Field(default=None, gt=0, le=MAX_GPUS)
     """Physical CPU cores of the node."""
-    n_gpus: int | None = Field(default=None, ge=0)
+    n_gpus: int | None = Field(default=None, ge=0, le=MAX_GPUS)
     """GPUs the probe found on the node (per-GPU figures above are the slowest GPU's)."""
-    host_ram_gib: float | None = Field(default=None, gt=0)
+    host_ram_gib: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Host memory of the node (or the container's limit), GiB."""
-    p2p_gbs: float | None = Field(default=None, gt=0)
+    p2p_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """GPU-to-GPU copy rate of the slowest measured pair, one direction, GB/s."""
-    tokenize_tokens_per_s_all_cores: float | None = Field(default=None, gt=0)
+    tokenize_tokens_per_s_all_cores: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Tokenization rate of every usable core at once, tokens/s."""
     quick: bool | None = None
     """Measured with `trainrig probe --quick` (shorter runs, fewer shapes and sizes)."""

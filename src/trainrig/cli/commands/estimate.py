@@ -9,9 +9,10 @@ import typer
 
 from trainrig.answers import estimate_json, estimate_with_variants
 from trainrig.catalog.job_file import apply_change, read_job_file
-from trainrig.cli.common import CatalogOption, JsonOption, console, print_json
+from trainrig.cli.common import CatalogOption, JsonOption, console, named_as_typed, print_json
 from trainrig.errors import TrainrigError
 from trainrig.report.estimate_report import estimate_view, what_if_table
+from trainrig.specs.base import check_number
 
 # flag → (section, job-file field)
 FLAG_FIELDS = {
@@ -57,8 +58,11 @@ def estimate(
 ) -> None:
     """Will it fit, how fast, what binds — for one configuration."""
     flags = {k: v for k, v in locals().items() if k in FLAG_FIELDS and v is not None}
-    mapping = job_mapping_from_flags(job_file, flags, set_)
-    base, variants = estimate_with_variants(mapping, what_if, price, tuple(catalog))
+    if price is not None:
+        price = check_number("--price", price, what="of US dollars per GPU-hour")
+    with named_as_typed(typed_fields(flags)):
+        mapping = job_mapping_from_flags(job_file, flags, set_)
+        base, variants = estimate_with_variants(mapping, what_if, price, tuple(catalog))
     if json_output:
         print_json(estimate_json(base, variants))
         return
@@ -67,10 +71,23 @@ def estimate(
         console.print(what_if_table(base, variants))
 
 
+def typed_fields(flags: dict[str, Any]) -> dict[str, str]:
+    """The dotted field each given flag sets, mapped to the option as typed (`training.pp` → `--pp`)."""
+    fields = {}
+    for flag in flags:
+        section, field = FLAG_FIELDS[flag]
+        fields[f"{section}.{field}" if field else section] = "--" + flag.replace("_", "-")
+    return fields
+
+
 def job_mapping_from_flags(job_file: Path | None, flags: dict[str, Any], changes: list[str]) -> dict[str, Any]:
     """The job a verb was given: the file's mapping, then the flags of FLAG_FIELDS, then `--set` changes."""
     mapping: dict[str, Any] = read_job_file(job_file) if job_file else {}
     mapping = {k: (dict(v) if isinstance(v, dict) else v) for k, v in mapping.items()}
+    for section in ("hardware", "training"):
+        # `hardware: 5` or a list: said here, before a flag or the checks below index into it
+        if mapping.get(section) is not None and not isinstance(mapping[section], dict):
+            raise TrainrigError(section, f"must be a mapping of {section} settings (got {_short(mapping[section])}).")
     for flag, value in flags.items():
         section, field = FLAG_FIELDS[flag]
         if section == "model":
@@ -86,6 +103,11 @@ def job_mapping_from_flags(job_file: Path | None, flags: dict[str, Any], changes
     if not mapping.get("hardware", {}).get("gpu"):
         raise TrainrigError("hardware.gpu", "is required: give a job file or --gpu (e.g. --gpu h100).")
     return mapping
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def register(app: typer.Typer) -> None:

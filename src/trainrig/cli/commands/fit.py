@@ -6,10 +6,11 @@ from pathlib import Path
 
 import typer
 
-from trainrig.cli.commands.estimate import FLAG_FIELDS, job_mapping_from_flags
-from trainrig.cli.common import CatalogOption, JsonOption, console, print_json
+from trainrig.cli.commands.estimate import FLAG_FIELDS, job_mapping_from_flags, typed_fields
+from trainrig.cli.common import CatalogOption, JsonOption, console, named_as_typed, print_json
 from trainrig.fit_answers import MAX_GPUS, TOP_GPUS, fit_answer
 from trainrig.report.fit_report import fit_view
+from trainrig.specs import base as bounds
 
 
 def fit(
@@ -41,8 +42,11 @@ def fit(
 ) -> None:
     """What fits: the largest micro-batch, the longest sequence, the fewest GPUs, the cheapest GPU type."""
     flags = {k: v for k, v in locals().items() if k in FLAG_FIELDS and v is not None}
-    mapping = job_mapping_from_flags(job_file, flags, set_)
-    answer = fit_answer(mapping, max_gpus=max_gpus, top=top, extra_dirs=tuple(catalog))
+    max_gpus = bounds.check_number("--max-gpus", max_gpus, whole=True, high=bounds.MAX_GPUS, what="of GPUs")
+    top = bounds.check_number("--top", top, whole=True, high=bounds.MAX_BATCH, what="of GPU types")
+    with named_as_typed(typed_fields(flags)):
+        mapping = job_mapping_from_flags(job_file, flags, set_)
+        answer = fit_answer(mapping, max_gpus=max_gpus, top=top, extra_dirs=tuple(catalog))
     if json_output:
         print_json(answer.to_dict())
         return

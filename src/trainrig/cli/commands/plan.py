@@ -6,12 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 
 from trainrig.answers import timed
+from trainrig.catalog.files import load_data_file
 from trainrig.catalog.job_file import load_profile, read_job_file
 from trainrig.catalog.registry import build_section
-from trainrig.catalog.yaml_text import load_yaml
 from trainrig.cli.common import CatalogOption, JsonOption, console, err_console, print_json
 from trainrig.errors import TrainrigError
 from trainrig.plan import plan as run_plan
@@ -84,6 +83,9 @@ def plan_arguments(job_file: Path | None, model: str | None, tokens: float | Non
     """The arguments `plan`/`compare` share: flags over the job file's model, training section and
     hardware profile."""
     data = read_job_file(job_file) if job_file else {}
+    for section in ("hardware", "training"):
+        if not isinstance(data.get(section) or {}, dict):  # `hardware: 5`: one sentence, not an AttributeError
+            raise TrainrigError(section, f"must be a mapping of {section} settings (got {data[section]!r:.40}).")
     profile_source = str(profile) if profile else (data.get("hardware") or {}).get("profile")
     training = dict(data.get("training") or {})
     model_source = model or data.get("model")
@@ -113,12 +115,7 @@ def _gpu_list(gpus: str | None) -> list[str] | None:
 
 def load_offers_file(path: Path) -> list[Offer]:
     """The offers in a YAML file with an `offers:` list (the catalog's format)."""
-    if not path.is_file():
-        raise TrainrigError("offers", f"file {path} does not exist.")
-    try:
-        content = load_yaml(path.read_text()) or {}
-    except yaml.YAMLError:
-        raise TrainrigError("offers", f"{path} is not valid YAML.") from None
+    content = load_data_file(path, "offers") or {}  # regular UTF-8 files, size and alias limits
     if not isinstance(content, dict) or not isinstance(content.get("offers"), list):
         raise TrainrigError("offers", f"{path} must hold `offers:` with a list of offers, as catalog/data/offers.yaml.")
     try:

@@ -10,6 +10,7 @@ from trainrig.catalog.cases import load_cases
 from trainrig.cli.common import CatalogOption, JsonOption, console, print_json
 from trainrig.estimate.validation import score_cases
 from trainrig.report.validate_report import validation_view
+from trainrig.specs.base import MAX_BATCH, check_number
 
 
 def validate(
@@ -21,6 +22,7 @@ def validate(
     catalog: list[str] = CatalogOption,
 ) -> None:
     """Run the estimator on measured runs; print measured vs predicted and the % errors."""
+    worst = check_number("--worst", worst, low=0, low_ok=True, whole=True, high=MAX_BATCH, what="of cases")
     loaded = load_cases(list(cases or []), tuple(catalog), profile)
     report = score_cases(loaded, n_worst=worst)
     if json_output:
