@@ -26,6 +26,7 @@ def cli_json(*args: str) -> dict | list:
 
 @pytest.fixture(scope="module")
 def client():
-    """The app with its lifespan (the search children start and stop with it)."""
-    with TestClient(create_app(Settings(plan_timeout_s=60))) as test_client:
+    """The app with its lifespan (the worker children start and stop with it); limits far above what these
+    tests ask, so no answer depends on the machine's speed."""
+    with TestClient(create_app(Settings(plan_timeout_s=120, request_timeout_s=120))) as test_client:
         yield test_client

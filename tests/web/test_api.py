@@ -4,7 +4,6 @@ a 4xx that names its field, after which the app keeps answering."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -103,6 +102,8 @@ BAD_ESTIMATES = [
     ("config.json without shape", {"model": {"hf_config": {"model_type": "llama"}}, "hardware": {"gpu": "h100"}},
      "model", "layer count"),
     ("a server path as model", {"model": "/etc/hostname", "hardware": {"gpu": "h100"}}, "model", "reads no files"),
+    ("a missing server path as model", {"model": "/no/such/file", "hardware": {"gpu": "h100"}}, "model",
+     "reads no files"),
     ("a .json name as model", {"model": "config.json", "hardware": {"gpu": "h100"}}, "model", "reads no files"),
     ("a server path as profile", {"model": "llama3-8b", "hardware": {"gpu": "h100", "profile": "/etc/hostname"}},
      "hardware.profile", "reads no files"),
@@ -170,33 +171,38 @@ def test_bodies_over_the_cap_are_refused_whether_declared_or_streamed():
     assert limited.post("/api/estimate", json=JOB).status_code == 200
 
 
-def test_a_search_past_the_time_limit_is_stopped_with_a_422_and_the_next_one_runs():
-    huge = {"model": "llama3-8b", "tokens": 1e12, "global_batch": "64-4096", "max_gpus": 4096}  # ~100 s here
-    with TestClient(create_app(Settings(plan_timeout_s=3))) as limited:
-        started_s = time.monotonic()
-        slow = limited.post("/api/plan", json=huge)
-        assert slow.status_code == 422, slow.text
-        assert time.monotonic() - started_s < 10
-        assert slow.json()["field"] == "search" and "3 s limit" in slow.json()["message"]
-        quick = limited.post("/api/plan", json=SMALL_SEARCH)
-        assert quick.status_code == 200, quick.text
+@pytest.mark.parametrize("path", ["/etc/hostname", "/etc/shadow", "/no/such/dir/config.json", "~/.bashrc",
+                                  "~/no-such-file", "../../etc/passwd", "C:\\Windows\\win.ini"])
+def test_a_model_given_as_a_path_is_refused_alike_whether_it_exists_or_not(client, path):
+    answer = client.post("/api/model", json={"model": path})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["field"] == "model"
+    assert answer.json()["message"].replace(path, "PATH") == (
+        "model: 'PATH' is not a preset name, and the web API reads no files on the server: give a preset name "
+        "(GET /api/models), a mapping of model fields, or {\"hf_config\": <the content of a config.json>}.")
 
 
-def test_a_server_with_every_search_slot_taken_answers_503():
-    from trainrig.web.plan_worker import PlanWorker, SearchUnavailable
-
-    worker = PlanWorker(timeout_s=0.3, max_parallel=1)
-    worker.start()
-    running = worker._idle.get()  # the only child, as if a search held it
+def test_a_preset_name_never_reads_a_file_of_that_name_in_the_servers_directory(tmp_path, monkeypatch):
+    (tmp_path / "llama3-8b").write_text("not a config.json")  # the loaders try a name as a path first
+    monkeypatch.chdir(tmp_path)
+    app = create_app()  # its workers start here, in the server's directory
     try:
-        with pytest.raises(SearchUnavailable, match="busy"):
-            worker.run("plan", {**SMALL_SEARCH_ARGUMENTS})
+        answer = TestClient(app).post("/api/estimate", json={"model": "llama3-8b", "hardware": {"gpu": "h100"}})
+        assert answer.status_code == 200, answer.text
     finally:
-        running.kill()
-        worker.close()
+        app.state.plan_worker.close()
+        app.state.request_pool.close()
 
 
-SMALL_SEARCH_ARGUMENTS = {"model": "gpt3-125m", "tokens": 1e9, "gpu_types": ["H100-SXM5-80GB"], "max_gpus": 8}
+def test_a_model_name_is_looked_up_in_the_catalog_never_in_the_servers_directory(tmp_path, monkeypatch):
+    from trainrig.web.inputs import model_source
+
+    config = (HF_DIR / "Meta-Llama-3-8B.json").read_text()
+    (tmp_path / "my-model").write_text(config)  # a file in the server's directory, named like a preset
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(Exception, match="unknown model 'my-model'"):
+        model_source("my-model")
+    assert model_source("meta-llama/Meta-Llama-3-8B") == "meta-llama/Meta-Llama-3-8B"  # an alias with a slash
 
 
 def test_errors_outside_the_api_are_json_too(client):

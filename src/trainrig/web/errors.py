@@ -1,6 +1,6 @@
-"""Every failure as JSON `{field, message}`: 422 for bad input (a search past the time limit included),
-413/404/405 as HTTP says, 503 when the server is busy. The message is the sentence the CLI would print;
-`field` names where the problem is."""
+"""Every failure as JSON `{field, message}`: 422 for bad input (a request past the time limit included),
+408/413/404/405 as HTTP says, 503 (with Retry-After) when the server is busy. The message is the
+sentence the CLI would print; `field` names where the problem is."""
 
 from __future__ import annotations
 
@@ -36,13 +36,14 @@ class ErrorBody(BaseModel):
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    408: {"model": ErrorBody, "description": "The request body did not arrive within the server's time limit."},
     413: {"model": ErrorBody, "description": "The request body is larger than the server accepts."},
-    422: {"model": ErrorBody, "description": "Invalid input; `field` names it."},
+    422: {"model": ErrorBody, "description": "Invalid input (a body that is not UTF-8 JSON, or a request that took "
+                                             "longer than the server's time limit, included); `field` names it."},
+    503: {"model": ErrorBody, "description": "The server is busy (the Retry-After header says for how long), "
+                                             "or a worker process died."},
 }
-SEARCH_RESPONSES: dict[int | str, dict[str, Any]] = {
-    **ERROR_RESPONSES,
-    503: {"model": ErrorBody, "description": "The server is busy with other searches, or a search process died."},
-}
+SEARCH_RESPONSES: dict[int | str, dict[str, Any]] = ERROR_RESPONSES
 
 
 class FiniteJSONResponse(JSONResponse):
@@ -122,7 +123,10 @@ async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
 
 
 async def _search_unavailable(request: Request, error: SearchUnavailable) -> JSONResponse:
-    return error_response(503, "search", error.message)
+    response = error_response(503, error.field or "body", error.message)
+    if error.retry_after_s is not None:
+        response.headers["retry-after"] = str(error.retry_after_s)
+    return response
 
 
 async def _server_error(request: Request, error: Exception) -> JSONResponse:

@@ -11,11 +11,11 @@ profile is a mapping, never a path.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from trainrig.catalog import load_catalog
 from trainrig.catalog.hf_config import model_from_hf_mapping
 from trainrig.catalog.job_file import apply_change
 from trainrig.catalog.models import load_model
@@ -116,22 +116,27 @@ def model_source(value: Any) -> str | dict[str, Any]:
         return {"name": spec.name, **fields}
     if isinstance(value, Mapping):
         return dict(value)
-    raise TrainrigError("model", f"must be a preset name or a mapping. {_NO_FILES}")
+    raise TrainrigError("model", f"must be a preset name or a mapping; {_NO_FILES}")
 
 
 def _preset_name(name: str) -> str:
+    """A catalog name, checked against the catalog alone: the server's file system is never consulted, so
+    the answer for a path is the same whether that path exists or not."""
     if len(name) > MAX_NAME_CHARS:
         raise TrainrigError("model", f"is longer than {MAX_NAME_CHARS} characters; give a preset name.")
-    if name.strip().lower().endswith(".json") or _exists(name):
-        raise TrainrigError("model", f"'{name}' names a file. {_NO_FILES}")
+    try:
+        load_catalog().models.get(name)
+    except TrainrigError:
+        if _looks_like_path(name):
+            raise TrainrigError("model", f"'{name}' is not a preset name, and {_NO_FILES}") from None
+        raise  # the catalog's "unknown model …, did you mean …"
     return name
 
 
-def _exists(name: str) -> bool:
-    try:
-        return Path(name).expanduser().exists()
-    except (OSError, ValueError, RuntimeError):
-        return True  # a name the file system cannot even look up is no preset either
+def _looks_like_path(name: str) -> bool:
+    """Spelled as a file or directory would be (judged from the text only, never looked up)."""
+    text = name.strip()
+    return ("/" in text or "\\" in text or text.startswith(("~", ".")) or text.lower().endswith(".json"))
 
 
 def job_mapping(job: Mapping[str, Any]) -> dict[str, Any]:
@@ -170,9 +175,10 @@ def body_error(error: TrainrigError) -> TrainrigError:
 
 
 def plan_arguments(body: CompareBody) -> dict[str, Any]:
-    """The keyword arguments of `plan`/`compare` for a request; options left out keep their defaults."""
+    """The keyword arguments of `plan`/`compare` for a request; options left out keep their defaults.
+    `model` is as sent: the worker process turns it into data (`model_source`) under the time limit."""
     given = body.model_dump(exclude_unset=True, exclude_none=True, exclude={"model", "gpus", "top"})
-    arguments: dict[str, Any] = {**given, "model": model_source(body.model), "tokens": body.tokens}
+    arguments: dict[str, Any] = {**given, "model": body.model, "tokens": body.tokens}
     if body.gpus is not None:
         arguments["gpu_types"] = body.gpus
     if isinstance(body, PlanBody) and "top" in body.model_fields_set:

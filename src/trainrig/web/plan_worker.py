@@ -1,71 +1,101 @@
-"""Plan and compare searches in child processes, so a search over its time limit can be stopped.
+"""The API's computations in child processes, so a request over its time limit can be stopped.
 
-The search is pure CPU work in numpy; a thread cannot be interrupted, a process can. A small pool of
-`python -m trainrig.web.search_child` processes (one per parallel search allowed) wait with trainrig
-and the catalog loaded; each takes one JSON request per line on stdin and answers one JSON line on
-stdout: the JSON of `plan`/`compare`, or the input error. A child still searching at the limit is
-killed and replaced, and the request gets a 422 that names the limit and what to narrow: it asks for
-more than the server allows, as a body over the size cap does. Waiting for a free child counts against
-the same limit; when none frees up in time the server is busy (503), as it is when a child dies.
+Estimates and searches are pure CPU work in numpy; a thread cannot be interrupted, a process can. A
+`WorkerPool` keeps a few `python -m trainrig.web.search_child` processes waiting with trainrig and the
+catalog loaded; each takes one JSON request per line on stdin and answers one JSON line on stdout. The
+server has two pools: one for plan and compare searches, one for estimate, fit, node and model, so a
+quick request never waits behind a search.
+
+A pool admits at most `size + max_queued` requests at once; one more gets a 503 with Retry-After at
+once, without holding a thread. A child still working at the limit (waiting for a free child included)
+is killed and replaced, and the request gets a 422 that names the limit: it asks for more than the
+server allows, as a body over the size cap does. An identical request seen before (same task, same
+normalized arguments) is answered from a bounded least-recently-used cache of answers.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import json
 import logging
+import math
+import os
 import queue
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from trainrig.catalog.registry import CATALOG_ENV
 from trainrig.errors import TrainrigError
-from trainrig.plan.planner import Planner
 
-__all__ = ["PlanWorker", "SearchUnavailable", "SearchTooLong", "SEARCHES"]
+__all__ = ["WorkerPool", "SearchUnavailable", "SearchTooLong", "CHILD_COMMAND"]
 
-SEARCHES = ("plan", "compare")
 # -P: the server's working directory does not go on the child's import path
 CHILD_COMMAND = (sys.executable, "-P", "-m", "trainrig.web.search_child")
-SEARCHES_PER_CHILD = 200
-"""A child is replaced after this many searches, so nothing it accumulates lives forever."""
+REQUESTS_PER_CHILD = 200
+"""A child is replaced after this many requests, so nothing it accumulates lives forever."""
 log = logging.getLogger("trainrig.web")
 
 
 class SearchUnavailable(Exception):
-    """The server is busy, or the search process died without an answer: a 503 for the client."""
+    """The server is busy, or the worker process died without an answer: a 503 for the client."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, retry_after_s: int | None = None, field: str | None = None) -> None:
         self.message = message
+        self.retry_after_s = retry_after_s
+        """Seconds for the Retry-After header, when waiting would help."""
+        self.field = field
         super().__init__(message)
 
 
 class SearchTooLong(TrainrigError):
-    """The search passed the time limit: the request asks for more than this server allows (a 422)."""
+    """The request passed the time limit: it asks for more than this server allows (a 422)."""
 
 
-class PlanWorker:
-    """Runs `plan`/`compare` with a wall-time limit, at most `max_parallel` at once."""
+class WorkerPool:
+    """Runs tasks in `size` child processes with a wall-time limit, a bounded queue and a result cache."""
 
-    def __init__(self, timeout_s: float, max_parallel: int) -> None:
+    def __init__(self, field: str, timeout_s: float, size: int, max_queued: int, *, narrow_hint: str,
+                 cache_entries: int = 128, child_command: Sequence[str] = CHILD_COMMAND, niceness: int = 0) -> None:
+        self.field = field
+        """What a refusal names: `search` for plan/compare, `body` for the other routes."""
         self.timeout_s = timeout_s
-        self.max_parallel = max_parallel
+        self.size = size
+        self.max_queued = max_queued
+        self.narrow_hint = narrow_hint
+        self.child_command = tuple(child_command)
+        self.niceness = niceness
+        """Added to the children's nice value: searches yield the CPU to the quick routes' children."""
+        self._admitted = threading.BoundedSemaphore(size + max_queued)
         self._idle: queue.Queue[_Child | None] = queue.Queue()
+        self._cache = _AnswerCache(cache_entries)
         self._started = threading.Lock()
         self._children_started = False
 
+    @property
+    def retry_after_s(self) -> int:
+        """What a refusal tells the client to wait: a busy child is done within one time limit."""
+        return max(1, math.ceil(self.timeout_s))
+
     def start(self) -> None:
-        """Start the children now (at server start), so the first search does not wait for imports."""
+        """Start the children now (at server start), so the first request does not wait for imports."""
         with self._started:
             if not self._children_started:
-                for _ in range(self.max_parallel):
-                    self._idle.put(_Child())
+                for _ in range(self.size):
+                    self._idle.put(self._new_child())
                 self._children_started = True
 
     def close(self) -> None:
-        """Stop the idle children (at server shutdown); a later search starts new ones."""
+        """Stop the idle children (at server shutdown); a later request starts new ones."""
         with self._started:
             self._children_started = False
         while True:
@@ -76,44 +106,91 @@ class PlanWorker:
             if child is not None:
                 child.kill()
 
-    def run(self, search: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The search's JSON answer; a TrainrigError for bad input or a search past the limit;
-        SearchUnavailable when the server is busy or a child died."""
-        if search not in SEARCHES:
-            raise ValueError(f"unknown search {search!r}")
-        Planner.create(**arguments)  # the request's checks, here: bad input gets its 422 at once
+    def run(self, task: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The task's JSON answer; a TrainrigError for bad input or a request past the limit;
+        SearchUnavailable when the queue is full, no child freed up in time, or a child died."""
+        key = json.dumps([task, arguments], sort_keys=True, separators=(",", ":"))
+        cached = self._cache.get(key)
+        if cached is not None:
+            return _answer(cached)
+        if not self._admitted.acquire(blocking=False):
+            raise SearchUnavailable(f"{self.field}: the server is busy ({self.size} running and {self.max_queued} "
+                                    f"waiting, its limit); try again in {self.retry_after_s} s.", self.retry_after_s,
+                                    self.field)
+        try:
+            line = self._ask(json.dumps({"task": task, "arguments": arguments}), time.monotonic() + self.timeout_s)
+        finally:
+            self._admitted.release()
+        answer = _answer(line)  # raises for bad input: those answers are not kept
+        self._cache.put(key, line)
+        return answer
+
+    def _ask(self, request: str, deadline_s: float) -> str:
         self.start()
-        deadline_s = time.monotonic() + self.timeout_s
         child = self._take(deadline_s)
         try:
-            line = child.ask(json.dumps({"search": search, "arguments": arguments}), deadline_s)
+            line = child.ask(request, deadline_s)
         except BaseException:
-            self._idle.put(child.replaced())
+            self._idle.put(self._new_child(child))
             raise
         if line is None:  # past the deadline: the child was killed
-            self._idle.put(_Child())
-            raise SearchTooLong("search", f"took longer than this server's {self.timeout_s:g} s limit and was "
-                                          "stopped; narrow it (fewer gpus types, a smaller max_gpus or global_batch "
-                                          "range) or start the server with a larger --plan-timeout-s.")
-        self._idle.put(child if child.searches < SEARCHES_PER_CHILD else child.replaced())
-        return _answer(line)
+            self._idle.put(self._new_child())
+            raise SearchTooLong(self.field, f"took longer than this server's {self.timeout_s:g} s limit and was "
+                                            f"stopped; {self.narrow_hint}")
+        self._idle.put(child if child.requests < REQUESTS_PER_CHILD else self._new_child(child))
+        return line
 
     def _take(self, deadline_s: float) -> _Child:
         try:
             child = self._idle.get(timeout=max(0.0, deadline_s - time.monotonic()))
         except queue.Empty:
-            raise SearchUnavailable(f"search: the server is busy with other searches and none finished within "
-                                    f"the {self.timeout_s:g} s limit; try again shortly.") from None
-        return child if child is not None and child.alive() else _Child()
+            raise SearchUnavailable(f"{self.field}: the server is busy and no worker freed up within the "
+                                    f"{self.timeout_s:g} s limit; try again shortly.", self.retry_after_s,
+                                    self.field) from None
+        return child if child is not None and child.alive() else self._new_child(child)
+
+    def _new_child(self, old: _Child | None = None) -> _Child:
+        if old is not None:
+            old.kill()
+        return _Child(self.child_command, self.niceness)
+
+
+class _AnswerCache:
+    """The last `entries` answer lines by request key, least recently used dropped first; thread-safe."""
+
+    def __init__(self, entries: int) -> None:
+        self.entries = entries
+        self._lines: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            line = self._lines.get(key)
+            if line is not None:
+                self._lines.move_to_end(key)
+            return line
+
+    def put(self, key: str, line: str) -> None:
+        if self.entries < 1:
+            return
+        with self._lock:
+            self._lines[key] = line
+            self._lines.move_to_end(key)
+            while len(self._lines) > self.entries:
+                self._lines.popitem(last=False)
 
 
 class _Child:
-    """One search process and the thread that reads its answers."""
+    """One worker process and the thread that reads its answers."""
 
-    def __init__(self) -> None:
-        self.process = subprocess.Popen(CHILD_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        text=True, encoding="utf-8", bufsize=1)
-        self.searches = 0
+    def __init__(self, command: tuple[str, ...], niceness: int = 0) -> None:
+        # cwd: an empty directory, so a catalog name the loaders also try as a relative path finds no file
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                        encoding="utf-8", bufsize=1, cwd=_empty_directory(), env=_child_environment())
+        if niceness:
+            with contextlib.suppress(OSError):  # a lower priority is a courtesy, not a requirement
+                os.setpriority(os.PRIO_PROCESS, self.process.pid, niceness)
+        self.requests = 0
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -127,8 +204,8 @@ class _Child:
         return self.process.poll() is None
 
     def ask(self, request: str, deadline_s: float) -> str | None:
-        """The answer line to one request, None past the deadline (the child is then killed and replaced)."""
-        self.searches += 1
+        """The answer line to one request, None past the deadline (the child is then killed)."""
+        self.requests += 1
         try:
             self.process.stdin.write(request + "\n")
             self.process.stdin.flush()
@@ -139,13 +216,9 @@ class _Child:
         except OSError:
             line = None
         if line is None:
-            raise SearchUnavailable("search: the search process ended without an answer (out of memory?); "
-                                    "narrow the search (fewer GPU types, a smaller max_gpus).")
+            raise SearchUnavailable("request: the worker process ended without an answer (out of memory?); "
+                                    "make the request smaller.")
         return line
-
-    def replaced(self) -> _Child:
-        self.kill()
-        return _Child()
 
     def kill(self) -> None:
         """Stop the process; its reader thread ends at the end of its output."""
@@ -155,6 +228,23 @@ class _Child:
             self.process.stdin.close()
 
 
+@functools.cache
+def _empty_directory() -> str:
+    """A private empty directory for the children to run in, removed when the server exits."""
+    path = tempfile.mkdtemp(prefix="trainrig-worker-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def _child_environment() -> dict[str, str]:
+    """The server's environment, with the catalog directories made absolute (the children run elsewhere)."""
+    environment = dict(os.environ)
+    directories = [d for d in environment.get(CATALOG_ENV, "").split(os.pathsep) if d]
+    if directories:
+        environment[CATALOG_ENV] = os.pathsep.join(str(Path(d).expanduser().absolute()) for d in directories)
+    return environment
+
+
 def _answer(line: str) -> dict[str, Any]:
     message = json.loads(line)
     if "ok" in message:
@@ -162,4 +252,4 @@ def _answer(line: str) -> dict[str, Any]:
     if "input" in message:
         field, text = message["input"]
         raise TrainrigError(field, text)
-    raise RuntimeError(f"the search failed:\n{message.get('crash', message)}")
+    raise RuntimeError(f"the worker failed:\n{message.get('crash', message)}")

@@ -6,6 +6,8 @@ aside, which is a measured wall time). `/api/catalog`, `/api/model` and `/api/no
 the links, storage and offers to choose from, a model source resolved to its spec (an uploaded
 config.json becomes the job file's `model:` mapping), and the node sized around a fixed configuration
 (what `plan` gives each of its plans). Routes are plain `def`s: FastAPI runs them in its thread pool.
+Every route that computes runs its work in a worker process under a time limit (`plan_worker`): plan and
+compare in one pool, the others in their own, so a thread waits at most that limit and is never lost.
 """
 
 from __future__ import annotations
@@ -14,27 +16,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from trainrig.answers import estimate_json, estimate_with_variants, gpus_answer, models_answer
+from trainrig.answers import gpus_answer, models_answer
 from trainrig.catalog import load_catalog
-from trainrig.catalog.job_file import load_job
 from trainrig.errors import TrainrigError
-from trainrig.estimate import DEFAULT_PARAMETERS
-from trainrig.estimate import estimate as run_estimate
 from trainrig.estimate.result import Estimate
-from trainrig.plan.node import node_advice
 from trainrig.plan.result import CompareResult, PlanResult
 from trainrig.web.errors import ERROR_RESPONSES, SEARCH_RESPONSES, FiniteJSONResponse
-from trainrig.web.inputs import (
-    CompareBody,
-    EstimateBody,
-    ModelBody,
-    PlanBody,
-    body_error,
-    checked_what_ifs,
-    job_mapping,
-    plan_arguments,
-    resolved_model,
-)
+from trainrig.web.inputs import CompareBody, EstimateBody, ModelBody, PlanBody, body_error, plan_arguments
 
 __all__ = ["router"]
 
@@ -75,39 +63,29 @@ def catalog() -> FiniteJSONResponse:
 
 @router.post("/model", responses={**_ok("The spec, as a job file's model: mapping, and its counts"),
                                   **ERROR_RESPONSES})
-def model(body: ModelBody) -> FiniteJSONResponse:
+def model(body: ModelBody, request: Request) -> FiniteJSONResponse:
     """A model source (preset, fields, or an uploaded config.json's content) resolved to its spec."""
-    return FiniteJSONResponse(resolved_model(body.model))
+    return FiniteJSONResponse(_computed(request, "model", {"model": body.model}))
 
 
 @router.post("/estimate", responses={**_ok("`trainrig estimate --json`", model=Estimate), **ERROR_RESPONSES})
-def estimate(body: EstimateBody) -> FiniteJSONResponse:
+def estimate(body: EstimateBody, request: Request) -> FiniteJSONResponse:
     """Memory, step time, throughput, MFU, time and cost of one configuration, with the what-ifs."""
-    mapping = job_mapping(body.job())
-    changes = checked_what_ifs(mapping, body.what_if)
-    base, variants = estimate_with_variants(mapping, changes, body.price_usd_per_gpu_hour)
-    return FiniteJSONResponse(estimate_json(base, variants))
+    return FiniteJSONResponse(_computed(request, "estimate", body.model_dump()))
 
 
 @router.post("/fit", responses={**_ok("`trainrig fit --json`: largest micro-batch, longest sequence, fewest GPUs, "
                                        "cheapest GPU type that fit"), **ERROR_RESPONSES})
-def fit(body: EstimateBody) -> FiniteJSONResponse:
+def fit(body: EstimateBody, request: Request) -> FiniteJSONResponse:
     """What fits: the largest micro-batch and sequence, the fewest GPUs and the cheapest GPU type."""
-    from trainrig.fit_answers import fit_answer
-
-    return FiniteJSONResponse(fit_answer(job_mapping(body.job())).to_dict())
+    return FiniteJSONResponse(_computed(request, "fit", body.model_dump()))
 
 
 @router.post("/node", responses={**_ok("The node around the GPUs, each choice with its reason"),
                                  **ERROR_RESPONSES})
-def node(body: EstimateBody) -> FiniteJSONResponse:
+def node(body: EstimateBody, request: Request) -> FiniteJSONResponse:
     """CPU cores, RAM, storage and network for one configuration (null when it does not fit)."""
-    job = load_job(job_mapping(body.job()))
-    est = run_estimate(job, price_usd_per_gpu_hour=body.price_usd_per_gpu_hour)
-    if not est.fits:
-        return FiniteJSONResponse({"node": None, "message": est.fit_message})
-    advice = node_advice(job, est, load_catalog(), DEFAULT_PARAMETERS)
-    return FiniteJSONResponse({"node": advice.to_dict(), "message": None})
+    return FiniteJSONResponse(_computed(request, "node", body.model_dump()))
 
 
 @router.post("/plan", responses={**_ok("`trainrig plan --json`", model=PlanResult), **SEARCH_RESPONSES})
@@ -120,6 +98,11 @@ def plan(body: PlanBody, request: Request) -> FiniteJSONResponse:
 def compare(body: CompareBody, request: Request) -> FiniteJSONResponse:
     """The best configuration on each GPU type, side by side."""
     return FiniteJSONResponse(_search(request, "compare", body))
+
+
+def _computed(request: Request, task: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A quick route's answer, from the request pool (its own processes: never behind a search)."""
+    return request.app.state.request_pool.run(task, arguments)
 
 
 def _search(request: Request, search: str, body: CompareBody) -> dict[str, Any]:

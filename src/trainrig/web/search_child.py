@@ -1,9 +1,9 @@
-"""Plan and compare searches in their own process: one JSON request per line on stdin, one answer per line
-on stdout.
+"""One worker process of the web server: one JSON request per line on stdin, one answer per line on stdout.
 
-Request: `{"search": "plan" | "compare", "arguments": {keyword arguments of trainrig.plan.plan/compare}}`.
+Request: `{"task": "plan" | "compare" | "estimate" | "fit" | "node" | "model", "arguments": {...}}` (a
+search's keyword arguments, or a route's request body; see `trainrig.web.tasks`).
 Answer: `{"ok": <the CLI's --json>}`, `{"input": [field, message]}` for bad input, or `{"crash": traceback}`.
-`trainrig.web.plan_worker` starts it and kills it when the search passes the server's time limit.
+`trainrig.web.plan_worker` starts it and kills it when a request passes the server's time limit.
 """
 
 from __future__ import annotations
@@ -13,18 +13,14 @@ import sys
 import traceback
 from typing import Any
 
-from trainrig.answers import timed
 from trainrig.catalog import load_catalog
 from trainrig.errors import TrainrigError
-from trainrig.plan import compare, plan
-
-SEARCH_FUNCTIONS = {"plan": plan, "compare": compare}
+from trainrig.web.tasks import TASKS
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
     try:
-        result = timed(SEARCH_FUNCTIONS[request["search"]], **request["arguments"])
-        return {"ok": result.to_dict()}
+        return {"ok": TASKS[request["task"]](request["arguments"])}
     except TrainrigError as error:
         return {"input": [error.field, error.message]}
     except Exception:  # the server logs it and answers 500
@@ -33,7 +29,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     """Answer requests, one JSON line each, until stdin closes (the server stops or replaces this child)."""
-    load_catalog()  # warm before the first request, so a search starts at once
+    load_catalog()  # warm before the first request, so a request starts at once
     for line in sys.stdin:
         try:
             request = json.loads(line)

@@ -26,3 +26,19 @@ class Settings:
     """Largest request body accepted (a config.json is a few kB)."""
     max_parallel_plans: int = 2
     """Plan searches running at once, each in its own process."""
+    max_queued_plans: int = 8
+    """Plan searches waiting for a free process; one more is refused at once with a 503 and Retry-After."""
+    request_timeout_s: float = 10.0
+    """Wall time of one estimate, fit, node or model request, waiting for a free process included."""
+    max_parallel_requests: int = 2
+    """Estimate, fit, node and model requests running at once: their own processes, never behind a plan."""
+    max_queued_requests: int = 16
+    """Such requests waiting for a free process; one more is refused at once with a 503 and Retry-After."""
+    result_cache_entries: int = 128
+    """Answers kept per pool (least recently used dropped first): a repeated request is not computed again."""
+    body_timeout_s: float = 10.0
+    """Time a client has to send a request body once its head is in; past it, a 408 and the connection closes."""
+    header_timeout_s: float = 10.0
+    """Time a client has to send a request's head (`trainrig serve` only: it is the HTTP server's part)."""
+    keep_alive_s: int = 5
+    """An idle keep-alive connection is closed after this long (uvicorn's timeout_keep_alive)."""
