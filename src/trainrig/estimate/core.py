@@ -419,15 +419,16 @@ def _data_parallel_windows_s(x: Inputs, p: ModelParameters, micro):
     """The compute data-parallel traffic can hide under in one micro-batch: (forward, backward).
 
     The micro-batch's elapsed compute, split between the passes in proportion to their kernels as
-    issued without recomputation: a fixed share, so neither a faster GPU or CPU nor a policy that
-    recomputes more can move window from one pass to the other (with the recomputation's kernels
-    counted, full recompute would grow the backward window by more than it lengthens the
-    micro-batch, and so come out faster than selective). The data-parallel group (dp·cp ranks at
-    stride tp) shares its links with the context-parallel ring: the ring traffic that hides under
-    compute takes its part of the window first, so a faster attention that exposes more of the
-    ring does not also shrink the window it left."""
+    issued without recomputation at the model's launch cost: a fixed share, so neither a faster
+    GPU or CPU nor a policy that recomputes more can move window from one pass to the other (with
+    the recomputation's kernels counted, full recompute would grow the backward window by more
+    than it lengthens the micro-batch, and so come out faster than selective). The data-parallel
+    group (dp·cp ranks at stride tp) shares its links with the context-parallel ring: the ring
+    traffic that hides under compute takes its part of the window first, so a faster attention
+    that exposes more of the ring does not also shrink the window it left."""
     elapsed = micro["forward"] + micro["backward"]
-    issue_fwd, issue_bwd = host_issue_s(x.with_values(recompute=0.0 * x.recompute), p)
+    reference = x.with_values(recompute=0.0 * x.recompute, kernel_launch_us=p.kernel_launch_us)
+    issue_fwd, issue_bwd = host_issue_s(reference, p)
     free = np.maximum(elapsed - _context_parallel_hidden_s(x, p, micro), 0.0) * p.dp_overlap_fraction
     share_fwd = issue_fwd / (issue_fwd + issue_bwd)
     return free * share_fwd, free * (1 - share_fwd)

@@ -217,6 +217,9 @@ def _assumptions(job: Job) -> list[str]:
     said.append(f"{framework.name} keeps a persistent gradient buffer" if framework.persistent_grad_buffer
                 else "gradients freed between steps (zero_grad(set_to_none=True))")
     said.append("data-parallel traffic overlapped with the backward (dp_overlap_fraction)")
+    if t.precision == "fp8":
+        said.append("MFU against the fp8 dense peak (sources that quote fp8 runs against bf16's peak"
+                    " give a multiple of this)")
     return said
 
 

@@ -357,7 +357,9 @@ def _gpu_fields(job: Job, params: ModelParameters) -> dict[str, float]:
             peak, efficiency = measured, params.sustained_matmul_fraction
             attention_peak = profile.gemm_tflops.get("bf16", attention_peak) if t.precision == "fp8" else measured
         hbm = profile.memory_bandwidth_gbs or hbm
-    mfu_peak = gpu.peak("bf16") if t.precision == "fp8" else gpu.peak(t.precision)
+    # MFU is a utilization: model FLOPs over the peak of the units the GEMMs run on, the fp8 rate
+    # for fp8 (against bf16's, as torchtitan quotes fp8 runs, a fast fp8 run passes 100%)
+    mfu_peak = gpu.peak(t.precision)
     return dict(
         gemm_peak_tflops=peak, attention_peak_tflops=attention_peak, mfu_peak_tflops=mfu_peak,
         matmul_efficiency=efficiency, attention_efficiency=attention, compute_units=gpu.compute_units,

@@ -247,8 +247,17 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
                         + 2 * x.weight_bytes * ends_local)
     params_offloaded = x.parameters_offloaded
     resident = np.where(params_offloaded, 0.0, resident)
-    layer_params = (dense + experts) / np.maximum(x.n_layers / x.pp, 1.0)
-    gathered = np.where(fsdp | params_offloaded, 2 * layer_params * x.weight_bytes, 0.0)
+    layers = np.maximum(x.n_layers / x.pp, 1.0)
+    layer_params = (dense + experts) / layers
+    # a group of one has nothing to gather: FSDP then runs as NO_SHARD ("FSDP is switching to use
+    # NO_SHARD ... since the world size is 1", torch/distributed/fsdp/_init_utils.py), so only a
+    # kind of weight that is split (or fetched from the host) needs gather buffers
+    gathered_dense = np.where(params_offloaded | (fsdp & (shard_dense > 1)), dense, 0.0)
+    gathered_experts = np.where(params_offloaded | (fsdp & (shard_expert > 1)), experts, 0.0)
+    # gathered as stored: a frozen quantized base travels and is held in its storage format
+    # (FSDP over bitsandbytes' quant_storage, Answer.AI's FSDP-QLoRA)
+    stored = np.where(full, x.weight_bytes, _frozen_base_bytes(x) / np.maximum(dense + experts, 1.0))
+    gathered = 2 * (gathered_dense + gathered_experts) / layers * stored
     weights = resident + adapters + gathered
 
     # optimizer states: sharded from ZeRO-1 and on the host when offloaded; a paged optimizer's
@@ -274,19 +283,21 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     share = np.minimum(largest / np.maximum(trainable_dense + trainable_expert, 1.0), 1.0)
     gradients_backward = np.where(x.optimizer_in_backward > 0, gradients * share, gradients)
 
-    saved, whole_layer = activation_bytes_per_layer(x)
+    saved, _ = activation_bytes_per_layer(x)
     # AutoGPTQ's torch path runs torch.matmul on a dequantized 16-bit weight, which autograd keeps
     # for the input's gradient: a 16-bit copy of every layer whose activations are held
     dequantized = x.dequant_saved_for_backward * 2.0 * _stage_linear_parameters(x) / np.maximum(x.n_layers / x.pp, 1.0)
     saved = saved + np.where(x.recompute == 2, 0.0, dequantized)
-    whole_layer = whole_layer + dequantized
     in_flight = in_flight_layers(x)
     # offloaded activations: only the layers being moved stay on the GPU (one each way)
     stage_saved = np.where(x.activation_offload > 0, np.minimum(in_flight, 2.0) * saved, saved * in_flight)
     last_stage = saved * np.where(x.activation_offload > 0, 2.0, x.n_layers / x.pp) + logits_bytes(x, p)
     activations_forward = np.where(x.pp > 1, np.maximum(stage_saved, last_stage), stage_saved + logits_bytes(x, p))
-    # end of backward: the layer being backpropagated (rebuilt whole under full recompute)
-    activations_backward = np.where(x.recompute == 2, whole_layer, saved)
+    # end of backward: the layer being backpropagated, whole under any policy: full recompute
+    # rebuilds all of it, selective rebuilds the tensors it dropped beside the kept ones for that
+    # layer's backward (Korthikanti et al. 2022 §5), no recompute kept it all
+    recomputes = np.any(x.recompute > 0)
+    activations_backward = activation_bytes_per_layer(x, 0.0 if recomputes else None)[1] + dequantized
 
     # the backward starts at the output head: its weight gradient appears at once (unless it is
     # frozen or already there)
@@ -297,15 +308,22 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     backward = weights + optimizer + gradients_backward + activations_backward
     allocated = np.maximum(forward, backward)
     phase = np.where(forward >= backward, 0.0, 1.0)
-    activations = np.where(phase == 0, activations_forward, activations_backward)
+    # the allocator's reserved peak is the larger moment with its own fragmentation: taking the
+    # allocated peak's moment alone would jump up when a smaller gradient set (ZeRO-2) moves the
+    # peak from the end of the backward to the activation-heavy end of the forward
+    held_forward = forward + p.allocator_overhead_fraction * activations_forward
+    held_backward = backward + p.allocator_overhead_fraction * activations_backward
+    held_phase = np.where(held_forward >= held_backward, 0.0, 1.0)  # the moment the parts describe
+    activations = np.where(held_phase == 0, activations_forward, activations_backward)
     reserve = p.allocator_overhead_fraction * activations
+    reserved = np.maximum(held_forward, held_backward)
     talks = (x.tp * x.pp * x.cp * x.dp) > 1
     outside = p.cuda_context_gib * GIB + np.where(talks, p.comm_buffers_gib * GIB, 0.0)
     return {
         "weights": weights, "optimizer": optimizer, "paged": paged,
-        "gradients": np.where(phase == 0, gradients_forward + head_gradient, gradients_backward),
+        "gradients": np.where(held_phase == 0, gradients_forward + head_gradient, gradients_backward),
         "activations": activations, "other": reserve + outside,
-        "allocated": allocated, "reserved": allocated + reserve, "device": allocated + reserve + outside,
+        "allocated": allocated, "reserved": reserved, "device": reserved + outside,
         "phase": phase,
     }
 

@@ -65,7 +65,7 @@ class Estimate(BaseModel):
     hardware_tflops_per_gpu: float
     """FLOPs executed including recompute, per GPU per second, TFLOP/s."""
     mfu: float
-    """model_tflops_per_gpu over the dense peak of the training precision (bf16's for fp8)."""
+    """model_tflops_per_gpu over the dense peak of the training precision (fp8's for fp8), so at most 1."""
     bottleneck: str
     """The binding resource: one of RESOURCES' keys, or `pipeline_bubble`."""
     bottleneck_message: str
