@@ -1,19 +1,26 @@
-"""How long one `trainrig.estimate(job)` takes (issue target: under 1 ms), for a few typical jobs.
+"""How long one in-process `trainrig.estimate(job)` takes (issue "Speed": ≤ 0.5 ms), for typical jobs.
 
     python benchmarks/estimate_speed.py [--repeats 2000]
+    python benchmarks/estimate_speed.py --baseline /tmp/base     # … beside a previous checkout
 
-Reports the median of several timing rounds per job: the machines here are shared and noisy, so
-compare ratios measured in one run rather than absolute numbers across runs.
+Per job: min / median / max over 7 rounds of `repeats` calls (after 50 warm-up calls), in ms per
+estimate. With `--baseline`, this checkout and the baseline run in alternating fresh processes
+(3 each), so a machine that gets busier slows both alike: compare the ratio, not absolute numbers
+across runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
-from trainrig import estimate, load_job
-
+GOAL_MS = 0.5
 JOBS = {
     "llama3-8b, 8×H100, FSDP": {"model": "llama3-8b", "hardware": {"gpu": "H100-SXM5-80GB", "n_gpus": 8},
                                 "training": {"seq_len": 8192, "global_batch": 256, "zero": 3}},
@@ -24,31 +31,66 @@ JOBS = {
     "mixtral-8x7b, 32×A100, ep8": {"model": "mixtral-8x7b", "hardware": {"gpu": "A100-SXM4-80GB", "n_gpus": 32},
                                    "training": {"seq_len": 4096, "global_batch": 256, "ep": 8, "tp": 2, "zero": 1,
                                                 "recompute": "full"}},
+    "llama3-8b QLoRA, 1×RTX 4090": {"model": "llama3-8b", "hardware": {"gpu": "RTX-4090", "n_gpus": 1},
+                                    "training": {"seq_len": 2048, "global_batch": 16, "method": "qlora",
+                                                 "framework": "hf-trainer", "recompute": "full"}},
 }
 
 
-def time_one(job, repeats: int) -> float:
-    """Median seconds per estimate over 5 rounds of `repeats` calls."""
+def rounds_ms(job, repeats: int, n_rounds: int = 7) -> list[float]:
+    """Milliseconds per estimate in each of `n_rounds` rounds of `repeats` calls."""
+    from trainrig import estimate
+
     for _ in range(50):
         estimate(job)
     rounds = []
-    for _ in range(5):
+    for _ in range(n_rounds):
         start = time.perf_counter()
         for _ in range(repeats):
             estimate(job)
-        rounds.append((time.perf_counter() - start) / repeats)
-    return statistics.median(rounds)
+        rounds.append((time.perf_counter() - start) / repeats * 1e3)
+    return rounds
+
+
+def measure(repeats: int) -> dict[str, list[float]]:
+    from trainrig import load_job
+
+    return {name: rounds_ms(load_job(mapping), repeats) for name, mapping in JOBS.items()}
+
+
+def _in_fresh_process(source_root: Path, repeats: int) -> dict[str, list[float]]:
+    env = {**os.environ, "PYTHONPATH": str(source_root / "src")}
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", "--repeats", str(repeats)],
+                          env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=2000)
+    parser.add_argument("--baseline", type=Path, help="A previous checkout to time beside this one.")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    print(f"{'job':34s} {'fits':>5s} {'ms per estimate':>16s}")
-    for name, mapping in JOBS.items():
-        job = load_job(mapping)
-        seconds = time_one(job, args.repeats)
-        print(f"{name:34s} {str(estimate(job).fits):>5s} {seconds * 1e3:16.3f}")
+    if args.worker:
+        print(json.dumps(measure(args.repeats)))
+        return
+    root = Path(__file__).resolve().parents[1]
+    sources = {"this": root} if args.baseline is None else {"this": root, "baseline": args.baseline.resolve()}
+    runs: dict[str, dict[str, list[float]]] = {name: {job: [] for job in JOBS} for name in sources}
+    for _ in range(3 if args.baseline else 1):
+        for name, source in sources.items():
+            for job, values in _in_fresh_process(source, args.repeats).items():
+                runs[name][job] += values
+    print(f"{'job':32s} {'version':9s} {'ms per estimate: min / median / max':>36s}   goal {GOAL_MS} ms")
+    for job in JOBS:
+        for name in sources:
+            values = runs[name][job]
+            met = "met" if min(values) <= GOAL_MS else "missed"
+            print(f"{job:32s} {name:9s} {min(values):12.3f} / {statistics.median(values):6.3f} / "
+                  f"{max(values):6.3f}   {met}")
+        if args.baseline:
+            ratio = statistics.median(runs["baseline"][job]) / statistics.median(runs["this"][job])
+            print(f"{'':32s} {'ratio':9s} baseline / this = {ratio:.2f}×")
 
 
 if __name__ == "__main__":

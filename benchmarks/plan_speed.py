@@ -2,6 +2,8 @@
 
     python benchmarks/plan_speed.py                      # Llama-3 70B over the whole GPU catalog
     python benchmarks/plan_speed.py --model llama3-8b --samples 200
+    python benchmarks/plan_speed.py --baseline /tmp/base         # 70B and 8B searches against a previous checkout
+    python benchmarks/plan_speed.py --scale                      # 1.3B … 405B × 64 … 16,384 GPUs, with peak RSS
 
 Target (issue "Planner"): ≥ 100,000 configurations for a 70B model over the whole GPU catalog in ≤ 2 s on
 2 CPU cores, and the vectorized values equal `estimate()` to 1e-9 relative on every configuration checked.
@@ -16,9 +18,12 @@ import json
 import math
 import os
 import platform
+import resource
 import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -37,6 +42,14 @@ def main() -> int:
     args = _arguments()
     request = {"model": args.model, "tokens": args.tokens, "seq_len": args.seq_len, "global_batch": args.global_batch,
                "max_gpus": args.max_gpus}
+    if args.worker:
+        return _worker(request, args.repeats)
+    if args.scale:
+        print(_scale_table(args))
+        return 0
+    if args.baseline:
+        print(_versus_baseline(args))
+        return 0
     first_s, planner, found = _timed_search(request)
     repeats_s = [_timed_search(request)[0] for _ in range(args.repeats)]
     started = time.perf_counter()
@@ -73,7 +86,74 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=500, help="Fitting configurations checked against estimate().")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--baseline", type=Path, help="A previous checkout: time the 8B and 70B searches of both, "
+                        "in alternating fresh processes, and print the ratio.")
+    parser.add_argument("--scale", action="store_true", help="Time and peak memory over models × --scale-gpus.")
+    parser.add_argument("--scale-models", default="gpt3-1.3b,llama3-8b,llama3-70b,llama3.1-405b")
+    parser.add_argument("--scale-gpus", default="64,1024,16384")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()
+
+
+# ---- fresh-process runs: this checkout against a baseline, and the scale table --------------------
+
+GOAL_CONFIGURATIONS_PER_S = 1e6  # issue "Speed": both the 8B and the 70B searches
+
+
+def _worker(request: dict, repeats: int) -> int:
+    """One process: a warm-up search, then `repeats` timed ones; JSON on stdout."""
+    _timed_search(request)
+    times, found = [], None
+    for _ in range(repeats):
+        seconds, _, found = _timed_search(request)
+        times.append(seconds)
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"search_s": times, "configurations": found.n_enumerated, "fitting": len(found.fitting),
+                      "peak_rss_mib": rss_mib}))
+    return 0
+
+
+def _run_worker(source_root: Path, model: str, tokens: float, max_gpus: int, repeats: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(source_root / "src")}
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--model", model, "--tokens", str(tokens),
+               "--max-gpus", str(max_gpus), "--repeats", str(repeats)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _versus_baseline(args) -> str:
+    """The issue's two searches, this checkout and the baseline alternating, 3 processes each."""
+    root = Path(__file__).resolve().parents[1]
+    lines = [f"{'search':34s} {'version':9s} {'min / median / max s':>22s} {'configs/s (median)':>19s}  goal 1e6/s"]
+    for model, tokens in (("llama3-70b", 2e12), ("llama3-8b", 1e12)):
+        runs: dict[str, list[float]] = {"this": [], "baseline": []}
+        for _ in range(3):
+            for name, source in (("this", root), ("baseline", args.baseline.resolve())):
+                result = _run_worker(source, model, tokens, args.max_gpus, args.repeats)
+                runs[name] += result["search_s"]
+                configurations = result["configurations"]
+        for name, times in runs.items():
+            median = statistics.median(times)
+            met = "met" if configurations / min(times) >= GOAL_CONFIGURATIONS_PER_S else "missed"
+            lines.append(f"{model + f', {tokens:g} tokens':34s} {name:9s} {min(times):6.3f} / {median:6.3f} / "
+                         f"{max(times):6.3f} {configurations / median:19,.0f}  {met}")
+        ratio = statistics.median(runs["baseline"]) / statistics.median(runs["this"])
+        lines.append(f"{'':34s} {'ratio':9s} baseline / this = {ratio:.2f}× ({configurations:,} configurations)")
+    return "\n".join(lines)
+
+
+def _scale_table(args) -> str:
+    """Search time, configurations/s and peak RSS per model and GPU limit, each in a fresh process."""
+    root = Path(__file__).resolve().parents[1]
+    lines = [f"{'model':14s} {'max GPUs':>8s} {'configurations':>14s} {'fitting':>10s} {'search s':>9s} "
+             f"{'configs/s':>11s} {'peak RSS MiB':>12s}"]
+    for model in args.scale_models.split(","):
+        for max_gpus in (int(g) for g in args.scale_gpus.split(",")):
+            r = _run_worker(root, model, args.tokens, max_gpus, args.repeats)
+            best = min(r["search_s"])
+            lines.append(f"{model:14s} {max_gpus:8d} {r['configurations']:14,d} {r['fitting']:10,d} {best:9.3f} "
+                         f"{r['configurations'] / best:11,.0f} {r['peak_rss_mib']:12.0f}")
+    return "\n".join(lines)
 
 
 def _timed_search(request: dict):

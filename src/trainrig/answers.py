@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 from trainrig.catalog import load_catalog
@@ -17,7 +18,8 @@ from trainrig.estimate import Estimate
 from trainrig.estimate import estimate as run_estimate
 from trainrig.specs import Offer
 
-__all__ = ["gpus_answer", "models_answer", "preset_json", "estimate_with_variants", "estimate_json", "timed",
+__all__ = ["gpus_answer", "models_answer", "catalog_answer", "catalog_sections_answer",
+           "preset_json", "estimate_with_variants", "estimate_json", "timed",
            "cheapest_offer_price", "cheapest_offer"]
 
 
@@ -29,6 +31,20 @@ def gpus_answer(extra_dirs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
 def models_answer(extra_dirs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """`trainrig models --json`: every model preset with its parameter counts."""
     return [preset_json(preset) for preset in load_catalog(tuple(extra_dirs)).models]
+
+
+def catalog_answer(section: str, extra_dirs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """`trainrig catalog SECTION --json`: every entry of one catalog section (`host_memory`, …)."""
+    entries = getattr(load_catalog(tuple(extra_dirs)), section)
+    if section == "models":
+        return [preset_json(preset) for preset in entries]
+    return [entry.model_dump(mode="json") for entry in entries]
+
+
+def catalog_sections_answer(extra_dirs: tuple[str, ...] = ()) -> dict[str, int]:
+    """`trainrig catalog --json`: how many entries each section holds."""
+    catalog = load_catalog(tuple(extra_dirs))
+    return {f.name: len(list(getattr(catalog, f.name))) for f in fields(catalog)}
 
 
 def preset_json(preset) -> dict[str, Any]:

@@ -24,6 +24,7 @@ VERBS = {
     "plan": "What to rent, how to run it, how long it takes and what it costs: the top configurations.",
     "compare": "Which hardware suits this job: time, cost, memory headroom and what binds, per GPU type.",
     "validate": "Run the estimator on measured runs; print measured vs predicted and the % errors.",
+    "catalog": "What the catalog holds: GPUs, links, CPUs, host memory, storage, offers, models, frameworks.",
     "models": "List the model presets with their parameter counts and shapes.",
     "gpus": "List the GPUs the catalog knows, with dense peak rates, memory and links.",
     "probe": "Measure the machine and say where it falls short of its spec.",

@@ -83,8 +83,11 @@ def job_mapping(request: PlanRequest, option: HardwareOption, n_gpus: int,
 
 def search(request: PlanRequest, options: list[HardwareOption], params: ModelParameters,
            catalog_dirs: tuple[str, ...] = ()) -> SearchResult:
-    """Enumerate, check memory, and evaluate what fits, over every option and GPU count."""
-    fitting, overflow, n_enumerated = [], [], 0
+    """Enumerate, check memory, and evaluate what fits, over every option and GPU count.
+
+    What fits is evaluated as soon as CHUNK_ROWS of it are pending, so memory holds one option's
+    configurations and one chunk's inputs at a time, not every configuration's."""
+    pending, evaluated, overflow, n_enumerated = [], [], [], 0
     for index, option in enumerate(options):
         groups = _groups(request, option, params, catalog_dirs)
         if not groups:
@@ -92,10 +95,15 @@ def search(request: PlanRequest, options: list[HardwareOption], params: ModelPar
         x, n_rows, layouts, n_gpus = _stack_groups(groups)
         n_enumerated += n_rows
         memory, capacity, fits = (_rows(v, n_rows) for v in memory_fit(x, params))
-        fitting.append((_take_inputs(x, n_rows, fits), index, n_gpus[fits], layouts.take(fits), memory[fits],
-                        capacity[fits]))
+        rows = np.flatnonzero(fits)  # indices once, rather than a boolean mask scanned per array
+        pending.append((_take_inputs(x, n_rows, rows), index, n_gpus[rows], layouts.take(rows), memory[rows],
+                        capacity[rows]))
         overflow.append(_lowest_overflow(index, n_gpus, layouts, memory, capacity, fits))
-    evaluated = _evaluate_fitting(fitting, request, options, params)
+        if sum(len(part[2]) for part in pending) >= CHUNK_ROWS:
+            evaluated.append(_evaluate_fitting(pending, request, options, params))
+            pending = []
+    evaluated.append(_evaluate_fitting(pending, request, options, params))
+    evaluated = _concat_candidates(evaluated)
     finite = np.isfinite(evaluated.step_time_s) & np.isfinite(evaluated.tokens_per_s)
     kept = evaluated if np.all(finite) else evaluated.take(finite)
     return SearchResult(kept, _merge_overflow(overflow), n_enumerated, int(np.sum(~finite)))
