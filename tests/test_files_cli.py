@@ -39,7 +39,8 @@ def test_a_what_if_alias_bomb_exits_2(tmp_path):
 def test_an_offers_file_in_utf16_or_a_fifo_is_one_sentence(tmp_path):
     utf16 = tmp_path / "offers.yaml"
     utf16.write_text("offers: []\n", encoding="utf-16")
-    assert "UTF-16" in one_sentence(trainrig("plan", "--model", "llama3-8b", "--tokens", "1e11", "--offers", str(utf16)))
+    result = trainrig("plan", "--model", "llama3-8b", "--tokens", "1e11", "--offers", str(utf16))
+    assert "UTF-16" in one_sentence(result)
     fifo = tmp_path / "fifo.yaml"
     os.mkfifo(fifo)
     stderr = one_sentence(trainrig("plan", "--model", "llama3-8b", "--tokens", "1e11", "--offers", str(fifo)))
