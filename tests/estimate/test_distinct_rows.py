@@ -12,8 +12,8 @@ from dataclasses import fields
 
 import numpy as np
 import pytest
-from tests.jobs import make_job
 
+from jobs import make_job
 from trainrig.estimate.inputs import Inputs, inputs_from_job
 from trainrig.estimate.params import DEFAULT_PARAMETERS
 

@@ -360,6 +360,8 @@ def _tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers):
     """Megatron TP: 2 all-reduces of the layer's activations forward, 2 backward, 2 more when the
     forward is recomputed (Shoeybi et al. 2019 Fig. 4); with sequence parallelism each becomes an
     all-gather + reduce-scatter pair of the same total traffic (Korthikanti et al. 2022 §4.2.2)."""
+    if not np.any(x.tp > 1):  # a group of one moves nothing
+        return 0.0
     group = comm.GroupLinks(x.tp, 1.0, x, p)
     per_allreduce = comm.allreduce_time_s(tokens * x.hidden * x.activation_bytes, group)
     count = 4 + np.where(x.recompute == 2, 2.0, 0.0)
@@ -370,6 +372,8 @@ def _context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_b
     """Ring attention: each rank passes its K and V chunk around the ring (cp−1 hops) while it
     computes on the previous chunk; backward moves K, V and their gradients. Only the part longer
     than the attention compute shows (Liu et al. 2023, Ring Attention §3)."""
+    if not np.any(x.cp > 1):  # skipped where no row has context parallelism: zero anyway
+        return 0.0
     forward = _context_parallel_pass_s(x, p, tokens)
     backward = 2 * forward
     exposed = np.maximum(forward - attention_fwd, 0.0) + np.maximum(backward - attention_bwd, 0.0)
@@ -388,6 +392,8 @@ def _context_parallel_hidden_s(x: Inputs, p: ModelParameters, micro):
     """The part of one micro-batch's ring-attention traffic that hides under its compute: all of
     it (forward, backward, and the recomputed forward) less what `_context_parallel_exposed_s`
     left exposed."""
+    if not np.any(x.cp > 1):
+        return 0.0
     tokens = x.micro_batch * x.seq_len / x.cp
     passes = 3 + np.where(x.recompute == 2, 1.0, 0.0)
     total = x.n_layers / x.pp * passes * _context_parallel_pass_s(x, p, tokens)
@@ -397,6 +403,8 @@ def _context_parallel_hidden_s(x: Inputs, p: ModelParameters, micro):
 def _expert_parallel_s(x: Inputs, p: ModelParameters, tokens):
     """MoE token dispatch and combine: 2 all-to-alls per MoE layer forward, 2 backward (+2 when
     recomputed), each moving tokens·top_k·hidden activations (Lepikhin et al. 2020, GShard)."""
+    if not np.any(x.ep > 1):
+        return 0.0
     group = comm.GroupLinks(x.ep, x.tp * x.cp, x, p)
     per_all_to_all = comm.all_to_all_time_s(tokens * x.top_k * x.hidden * x.activation_bytes, group)
     count = 4 + np.where(x.recompute == 2, 2.0, 0.0)
@@ -407,6 +415,8 @@ def _pipeline_comm_s(x: Inputs, p: ModelParameters):
     """Stage-to-stage activation sends on the critical path: forward and backward for each of the
     m·v micro-batch chunks a stage handles, plus the fill and drain across p−1 boundaries. Megatron
     scatters the activation over the TP ranks before sending (Narayanan et al. 2021 §4.1)."""
+    if not np.any(x.pp > 1):
+        return 0.0
     tokens = x.micro_batch * x.seq_len / x.cp
     nbytes = tokens * x.hidden * x.activation_bytes / x.tp
     across_nodes = x.tp * x.cp * x.dp >= x.gpus_per_node
@@ -450,14 +460,14 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     dense_group = comm.GroupLinks(x.dp * x.cp, x.tp, x, p)
     expert_group = comm.GroupLinks(np.maximum(x.dp * x.cp / x.ep, 1.0), x.tp * x.cp * x.ep, x, p)
 
-    def both(collective, count_dense, count_expert, element_bytes):
-        return collective(count_dense * element_bytes, dense_group) + np.where(
-            count_expert > 0, collective(count_expert * element_bytes, expert_group), 0.0)
+    any_experts = bool(np.any(experts > 0))
 
-    grads_ar = both(comm.allreduce_time_s, trainable_dense, trainable_expert, x.grad_bytes)
-    grads_rs = both(comm.reduce_scatter_time_s, trainable_dense, trainable_expert, x.grad_bytes)
-    params_ag = both(comm.all_gather_time_s, dense, experts, x.weight_bytes)
-    trainable_ag = both(comm.all_gather_time_s, trainable_dense, trainable_expert, x.weight_bytes)
+    def both(collective, count_dense, count_expert, element_bytes):
+        dense_s = collective(count_dense * element_bytes, dense_group)
+        if not any_experts:  # a dense model: the expert group's collective would be zeroed anyway
+            return dense_s
+        return dense_s + np.where(count_expert > 0, collective(count_expert * element_bytes, expert_group), 0.0)
+
     layers = np.maximum(x.n_layers / x.pp, 1.0)
     window_fwd, window_bwd = _data_parallel_windows_s(x, p, micro)
     m = x.micro_batches
@@ -466,7 +476,19 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
         """What does not fit under the window, and never less than the last layer's share."""
         return np.maximum(traffic - window, traffic / layers)
 
-    zero0 = exposed(grads_ar, window_bwd)
+    # only the ZeRO stages some row uses are computed (a single estimate uses one)
+    used = set(np.unique(x.zero).tolist())
+    grads_rs = both(comm.reduce_scatter_time_s, trainable_dense, trainable_expert, x.grad_bytes) \
+        if used & {1, 2, 3} else 0.0
+    params_ag = both(comm.all_gather_time_s, dense, experts, x.weight_bytes) if 3 in used else 0.0
+    trainable_ag = 0.0
+    if used & {1, 2}:
+        every_weight_trains = trainable_dense is dense and trainable_expert is experts
+        trainable_ag = params_ag if every_weight_trains and 3 in used else both(
+            comm.all_gather_time_s, trainable_dense, trainable_expert, x.weight_bytes)
+    zero0 = 0.0
+    if 0 in used:
+        zero0 = exposed(both(comm.allreduce_time_s, trainable_dense, trainable_expert, x.grad_bytes), window_bwd)
     zero1 = exposed(grads_rs, window_bwd) + trainable_ag
     zero2 = m * exposed(grads_rs, window_bwd) + trainable_ag
     zero3 = m * (exposed(params_ag, window_fwd) + exposed(params_ag + grads_rs, window_bwd))

@@ -70,9 +70,8 @@ def _distinct(x: Inputs, ignored: frozenset[str]) -> tuple[np.ndarray, np.ndarra
 
 def _n_rows(x: Inputs) -> int:
     """Rows of `x`: the length of its first array field (they all broadcast to one length), or 1."""
-    for name in _FIELD_NAMES:
-        value = getattr(x, name)
-        if np.ndim(value):
+    for value in vars(x).values():  # a type check per field: this runs on every estimate
+        if isinstance(value, np.ndarray) and value.ndim:
             return len(value)
     return 1
 

@@ -7,7 +7,7 @@ choices become numbers here (recompute 0/1/2, flags 0/1), so the core has no Pyt
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -165,7 +165,15 @@ class Inputs:
     kernel_launch_us: Any
 
     def with_values(self, **changes: Any) -> Inputs:
-        return replace(self, **changes)
+        """A copy with some fields changed. Copies the field dict rather than calling `__init__`
+        with all ~150 fields (`dataclasses.replace`): the estimate path does this on every call."""
+        unknown = changes.keys() - _FIELD_NAMES
+        if unknown:
+            raise TypeError(f"Inputs has no field {sorted(unknown)[0]!r}")
+        copy = object.__new__(Inputs)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(changes)
+        return copy
 
     # ---- derived from the layout, so a planner can vary tp/pp/dp/batch as arrays ----------------
 
@@ -210,6 +218,9 @@ class Inputs:
     def checkpoint_bytes(self):
         """One full checkpoint: 16-bit weights, plus the optimizer states when every weight trains."""
         return self.params_total * (self.weight_bytes + np.where(self.method == 0, self.optimizer_bytes, 0.0))
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(Inputs))
 
 
 def stack_inputs(rows: list[Inputs]) -> Inputs:
