@@ -20,7 +20,7 @@ from trainrig.specs import Offer
 
 __all__ = ["gpus_answer", "models_answer", "catalog_answer", "catalog_sections_answer",
            "preset_json", "estimate_with_variants", "estimate_json", "timed",
-           "cheapest_offer_price", "cheapest_offer"]
+           "cheapest_offer_price", "cheapest_offer", "rents"]
 
 
 def gpus_answer(extra_dirs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -67,7 +67,7 @@ def estimate_with_variants(mapping: Mapping[str, Any], what_if: Sequence[str] = 
         job = load_job(job_mapping, extra)
         if price_usd_per_gpu_hour is not None:
             return run_estimate(job, price_usd_per_gpu_hour=price_usd_per_gpu_hour)
-        price, note = cheapest_offer_price(job.hardware.gpu.id, extra)
+        price, note = cheapest_offer_price(job.hardware.gpu.id, extra, job.hardware.n_gpus)
         est = run_estimate(job, price_usd_per_gpu_hour=price)
         return est.model_copy(update={"notes": [*est.notes, note]}) if note else est
 
@@ -76,20 +76,48 @@ def estimate_with_variants(mapping: Mapping[str, Any], what_if: Sequence[str] = 
     return base, variants
 
 
-def cheapest_offer(gpu_id: str, extra_dirs: tuple[str, ...] = ()) -> Offer | None:
-    """The catalog offer of a GPU type with the lowest on-demand $/GPU-hour (None where none has a price)."""
-    offers = [o for o in load_catalog(tuple(extra_dirs)).offers if o.gpu == gpu_id and o.usd_per_gpu_hour]
+def rents(offer: Offer, n_gpus: int) -> bool:
+    """Whether `offer` can host a job of `n_gpus`: within one instance (from its smallest size up
+    to a full node), or on whole nodes where its nodes cluster over a network. The planner's
+    node kinds offer exactly these GPU counts (plan/hardware.py `HardwareOption.gpu_counts`)."""
+    if n_gpus <= offer.gpus_per_node:
+        return n_gpus >= offer.smallest_gpus
+    return offer.clusters and n_gpus % offer.gpus_per_node == 0
+
+
+def cheapest_offer(gpu_id: str, extra_dirs: tuple[str, ...] = (), n_gpus: int | None = None) -> Offer | None:
+    """The priced catalog offer of a GPU type with the lowest on-demand $/GPU-hour — among those
+    that can host `n_gpus` when given (None where none can)."""
+    offers = [o for o in load_catalog(tuple(extra_dirs)).offers if o.gpu == gpu_id and o.usd_per_gpu_hour
+              and (n_gpus is None or rents(o, n_gpus))]
     return min(offers, key=lambda o: o.usd_per_gpu_hour) if offers else None
 
 
-def cheapest_offer_price(gpu_id: str, extra_dirs: tuple[str, ...] = ()) -> tuple[float | None, str | None]:
-    """The lowest on-demand $/GPU-hour among the catalog's offers of a GPU type, and a note citing it."""
-    best = cheapest_offer(gpu_id, extra_dirs)
+def cheapest_offer_price(gpu_id: str, extra_dirs: tuple[str, ...] = (),
+                         n_gpus: int | None = None) -> tuple[float | None, str | None]:
+    """The $/GPU-hour of `cheapest_offer` and a note that names the offer and why it was chosen."""
+    best = cheapest_offer(gpu_id, extra_dirs, n_gpus)
+    cheapest_any = cheapest_offer(gpu_id, extra_dirs)
+    size = f"{n_gpus} × {gpu_id}" if n_gpus else gpu_id
     if best is None:
-        return None, None
-    return best.usd_per_gpu_hour, (f"cost at ${best.usd_per_gpu_hour:g}/GPU-h, the cheapest catalog offer for "
-                                   f"{gpu_id} ({best.provider} {best.instance}, price read {best.price_date});"
-                                   " --price to change")
+        if cheapest_any is None:
+            return None, None
+        return None, (f"no catalog offer of {gpu_id} rents {n_gpus} GPUs ({_why_not(cheapest_any, n_gpus)}), so the"
+                      " cost is unknown; --price to set one")
+    note = (f"cost at ${best.usd_per_gpu_hour:g}/GPU-h: {best.provider} {best.instance}, the cheapest catalog offer"
+            f" for {size} (price read {best.price_date})")
+    if cheapest_any is not best and n_gpus:
+        note += (f"; the cheaper {cheapest_any.provider} {cheapest_any.instance} at ${cheapest_any.usd_per_gpu_hour:g}"
+                 f" cannot host it: {_why_not(cheapest_any, n_gpus)}")
+    return best.usd_per_gpu_hour, note + "; --price to change"
+
+
+def _why_not(offer: Offer, n_gpus: int | None) -> str:
+    if n_gpus is not None and n_gpus > offer.gpus_per_node:
+        if not offer.clusters:
+            return "its nodes do not cluster (no network between them), and the job spans nodes"
+        return f"its nodes hold {offer.gpus_per_node} GPUs, which {n_gpus} is not a multiple of"
+    return f"its smallest instance holds {offer.smallest_gpus} GPUs"
 
 
 def estimate_json(base: Estimate, variants: Sequence[tuple[str, Estimate]]) -> dict[str, Any]:

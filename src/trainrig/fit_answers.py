@@ -418,7 +418,7 @@ class _GpuSearch:
             notes.insert(0, f"the job fits on no catalog GPU type with up to {self.max_gpus} GPUs")
             return CheapestGpuAnswer(gpu=None, ranked_by=ranked_by, ranked=[], unpriced=[],
                                      fits_nowhere=fits_nowhere, unsupported=unsupported, notes=notes)
-        offers = {g: cheapest_offer(self.groups[g].gpu, self.extra_dirs) for g in groups}
+        offers = {g: cheapest_offer(self.groups[g].gpu, self.extra_dirs, found[g].row.n_gpus) for g in groups}
         price = np.array([offers[g].usd_per_gpu_hour if offers[g] else np.nan for g in groups], dtype=float)
         n_gpus = np.array([found[g].row.n_gpus for g in groups], dtype=float)
         priced = price_rows(stack_inputs([found[g].row.inputs for g in groups]), n_gpus, price, tokens, self.params)
