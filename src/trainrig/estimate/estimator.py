@@ -184,7 +184,24 @@ def _warnings(job: Job, row: dict[str, Any]) -> list[str]:
                         " micro-batches, CUDA graphs or torch.compile would help")
     if t.sequence_parallel and t.tp == 1:
         warnings.append("sequence_parallel has no effect with tp=1")
+    warnings.extend(_hardware_warnings(job))
     return warnings
+
+
+def _hardware_warnings(job: Job) -> list[str]:
+    """What the GPU cannot do that the job asks for, and the fallback the estimate used instead."""
+    t, gpu = job.training, job.hardware.gpu
+    said = []
+    support = gpu.flash_attention_support
+    if t.flash_attention and support < t.flash_attention_version:
+        fallback = ("PyTorch SDPA's memory-efficient kernel, at FlashAttention-1-class speed" if support == 1
+                    else "unfused attention (s×s scores in memory), PyTorch's fallback")
+        said.append(f"{gpu.id} ({gpu.architecture}) cannot run FlashAttention-{t.flash_attention_version}; "
+                    f"modelled with {fallback}")
+    if not gpu.peer_to_peer and job.hardware.gpus_in_node > 1:
+        said.append(f"{gpu.id} has no GPU peer-to-peer: NCCL stages GPU-to-GPU traffic through host memory, "
+                    "modelled at each GPU's PCIe rate")
+    return said
 
 
 def _framework_warnings(job: Job) -> list[str]:
@@ -205,7 +222,7 @@ def _assumptions(job: Job) -> list[str]:
         fused = t.kernels_fused(job.framework.fused_kernels)
         said.append("fused norm/activation kernels (fused_kernels: true)" if fused
                     else f"eager PyTorch kernels, {job.framework.name}'s default (fused_kernels: false)")
-    if t.flash_attention and "flash_attention_version" not in given:
+    if t.flash_attention and "flash_attention_version" not in given and job.hardware.gpu.flash_attention_support == 2:
         said.append("FlashAttention-2-class attention kernel")
     if "framework" not in given:
         said.append("no framework-specific behaviour (framework: custom)")

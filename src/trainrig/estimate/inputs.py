@@ -305,6 +305,14 @@ def padded_seq_len(t) -> float:
     return max(float(t.mean_seq_len), cap * t.micro_batch / (t.micro_batch + 1))
 
 
+def _attention_fields(job: Job) -> dict[str, float]:
+    """The attention kernel asked for, down to the best one the GPU runs (named in the warnings)."""
+    t, support = job.training, job.hardware.gpu.flash_attention_support
+    flash = t.flash_attention and support > 0
+    version = min(t.flash_attention_version, support) if flash else t.flash_attention_version
+    return dict(flash_attention=float(flash), flash_attention_version=float(version))
+
+
 def _training_fields(job: Job) -> dict[str, float]:
     t, fw = job.training, job.framework
     mixed = t.precision != "fp32"
@@ -315,7 +323,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, dp=t.dp_degree, vpp=t.vpp,
         zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
         sequence_parallel=float(t.sequence_parallel),
-        flash_attention=float(t.flash_attention), flash_attention_version=float(t.flash_attention_version),
+        **_attention_fields(job),
         fused_kernels=float(t.kernels_fused(fw.fused_kernels)), dropout=float(t.dropout),
         activation_bytes=2 if mixed else 4, weight_bytes=2 if mixed else 4,
         # gradients are accumulated and reduced in fp32 by default (Megatron's main_grad, PyTorch

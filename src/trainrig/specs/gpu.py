@@ -78,6 +78,9 @@ class GPU(CatalogEntry):
     """Year of release."""
     matmul_efficiency: float | None = Field(default=None, gt=0, le=1)
     """Measured best-shape bf16 GEMM rate as a fraction of the dense peak (MAMF); null if unmeasured."""
+    peer_to_peer: bool = True
+    """Whether GPUs of this model in one host can read each other's memory directly (CUDA peer
+    access over PCIe or NVLink); GeForce Ada and Blackwell cards have it disabled in the driver."""
     attention_efficiency: float | None = Field(default=None, gt=0, le=1)
     """Measured FlashAttention forward+backward rate (causal, head dim 128, long sequences) as a
     fraction of the dense bf16 peak, with the kernel frameworks use on this GPU; null if unmeasured."""
@@ -85,3 +88,17 @@ class GPU(CatalogEntry):
     def peak(self, precision: Precision) -> float | None:
         """Dense peak TFLOP/s for a precision, or None where the chip lacks it."""
         return getattr(self.peak_tflops, precision)
+
+    @property
+    def flash_attention_support(self) -> int:
+        """The best fused-attention class this architecture runs: 2 (FlashAttention-2 or an equal
+        vendor kernel), 1 (FlashAttention-1 / PyTorch SDPA's memory-efficient kernel), 0 (none)."""
+        return FLASH_ATTENTION_BY_ARCHITECTURE.get(self.architecture, 2)
+
+
+# FlashAttention-2 runs on Ampere, Ada and Hopper (and newer) with CUDA, and on MI200/MI300 (CDNA2/3)
+# with ROCm; Turing and Volta do not run it (Dao-AILab/flash-attention README, "NVIDIA CUDA Support",
+# "AMD ROCm Support"). Turing runs FlashAttention-1; Volta runs PyTorch SDPA's memory-efficient
+# (xformers/CUTLASS) kernel, flash-like in memory, FlashAttention-1-class in speed. CDNA1 (MI100) has
+# neither, so PyTorch falls back to the unfused math path.
+FLASH_ATTENTION_BY_ARCHITECTURE = {"Volta": 1, "Turing": 1, "CDNA": 0}
