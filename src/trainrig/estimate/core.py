@@ -96,7 +96,7 @@ def _evaluate(x: Inputs, p: ModelParameters, with_memory: bool) -> Outputs:
     parts["dp_comm"] = _data_parallel_exposed_s(x, p, micro)
     optimizer_s, offload_s = _optimizer_s(x, p)
     gpu_busy = sum(parts.values()) + optimizer_s
-    parts["data_loading"] = _data_loading_exposed_s(x, p, gpu_busy)
+    parts["data_loading"] = _data_loading_exposed_s(x, p, gpu_busy, m * micro["host_issue"])
     parts["host_transfer"] = _host_transfer_exposed_s(x, gpu_busy) + offload_s + _offload_exposed_s(x, p, micro)
     parts["checkpoint"] = _checkpoint_s(x)
     parts["other"] = optimizer_s + p.step_overhead_s
@@ -169,6 +169,7 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
         "cp_comm": cp,
         "ep_comm": ep,
         "launch_bound_fraction": np.where(host > gpu, 1 - gpu / host, 0.0),
+        "host_issue": host,
     }
 
 
@@ -546,17 +547,36 @@ def _loading_nodes(x: Inputs):
     return np.maximum(x.n_nodes / x.pp, 1.0)
 
 
-def _data_loading_exposed_s(x: Inputs, p: ModelParameters, gpu_busy):
-    """Loader workers prepare the next batches while the GPUs work; what they cannot finish in a
-    step shows. CPU: tokens per loading node over (cores − one per training process) × the
-    per-core rate; storage: the bytes of those tokens over the node's read rate. Unknown cores or
-    storage are not modelled (NaN → 0)."""
+def _data_loading_exposed_s(x: Inputs, p: ModelParameters, gpu_busy, host_issue_s):
+    """What preparing the next batches adds to the step.
+
+    With loader workers (PyTorch DataLoader `num_workers` > 0) they prepare batches while the
+    GPUs work, and only what they cannot finish in a step shows. Without workers each training
+    process loads its own share in its own loop, before the step: all of it shows. CPU: tokens
+    over the cores that load × the per-core rate (`_loader_cores`); storage: the bytes of those
+    tokens over the node's read rate. Unknown cores or storage are not modelled (NaN → 0)."""
     tokens_per_node = x.global_batch * x.seq_len / _loading_nodes(x)
-    loader_cores = np.maximum(x.cpu_cores_per_node - x.gpus_per_node, 1.0)
     rate = np.where(x.pretokenized > 0, x.collate_rate_per_core, x.tokenize_rate_per_core)
-    cpu_s = np.nan_to_num(tokens_per_node / (loader_cores * rate), nan=0.0)
     read_s = np.nan_to_num(tokens_per_node * p.bytes_per_token_on_disk / (x.storage_read_gbs * 1e9), nan=0.0)
-    return np.maximum(np.maximum(cpu_s, read_s) - gpu_busy, 0.0)
+    background_s = np.nan_to_num(tokens_per_node / (_loader_cores(x, gpu_busy, host_issue_s) * rate), nan=0.0)
+    in_process_s = np.nan_to_num(tokens_per_node / (np.minimum(x.gpus_per_node, x.cpu_cores_per_node) * rate),
+                                 nan=0.0)
+    with_workers = np.maximum(np.maximum(background_s, read_s) - gpu_busy, 0.0)
+    return np.where(x.loader_workers_per_gpu > 0, with_workers, np.maximum(in_process_s, read_s))
+
+
+def _loader_cores(x: Inputs, gpu_busy, host_issue_s):
+    """Cores a node's loader workers get: one each at most, out of what the training processes
+    leave. A training process keeps a core busy only while it issues kernels (its share of the
+    step, `host_issue_s / gpu_busy`); the rest of the time it waits on the GPU or the data queue.
+    Fewer cores or fewer workers never load faster. Sizing rule: gpus × (workers + 1) cores and a
+    few for the system (ml-engineering, compute/cpu)."""
+    workers = x.loader_workers_per_gpu * x.gpus_per_node
+    busy = np.minimum(1.0, np.divide(host_issue_s, gpu_busy, out=np.ones_like(gpu_busy * 1.0), where=gpu_busy > 0))
+    left = x.cpu_cores_per_node - x.gpus_per_node * busy
+    # with fewer cores than busy processes, the scheduler time-slices: workers get their fair share
+    fair_share = x.cpu_cores_per_node * workers / (x.gpus_per_node * busy + workers)
+    return np.minimum(workers, np.maximum(left, fair_share))
 
 
 def _checkpoint_s(x: Inputs):

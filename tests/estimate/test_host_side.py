@@ -1,0 +1,45 @@
+"""Host-side truth (issue 15): the loader model uses the cores, the workers per GPU and the data
+format; fewer cores or workers never speed the step; a loader-bound job says the CPU binds."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs import make_job
+from trainrig import estimate
+
+TINY = {"n_layers": 4, "hidden": 512, "n_heads": 8, "ffn_hidden": 2048, "vocab": 32000, "gated_mlp": False,
+        "norm": "layernorm", "bias": "all", "position_embedding": "learned", "max_positions": 4096}
+
+
+def _estimate(cores: int, workers: int, data_format: str = "text"):
+    return estimate(make_job(model=TINY, hardware={"cpu_cores_per_node": cores},
+                             training={"seq_len": 4096, "global_batch": 256, "data_format": data_format,
+                                       "loader_workers_per_gpu": workers}))
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2, 4])
+def test_fewer_cores_never_speed_the_step(workers):
+    steps = [_estimate(cores, workers).step_time_s for cores in (2, 4, 8, 12, 16, 32, 64)]
+    assert steps == sorted(steps, reverse=True)
+    assert steps[0] > steps[-1]  # and the core count matters at all
+
+
+# from one core per training process up; below that the processes themselves starve for CPU, which
+# the model does not slow (docs/model.md names it), so an in-process loader can come out ahead
+@pytest.mark.parametrize("cores", [8, 12, 16, 64])
+def test_fewer_workers_never_speed_the_step_and_none_shows_all_loading(cores):
+    steps = [_estimate(cores, workers).step_time_s for workers in (0, 1, 2, 4, 8)]
+    assert steps == sorted(steps, reverse=True)
+    in_process = _estimate(cores, 0)
+    assert in_process.step_breakdown_s["data_loading"] > 0  # no worker: loading runs in the loop
+
+
+def test_a_loader_bound_job_names_the_cpu_and_doubling_it_helps():
+    est = _estimate(4, 2)
+    assert est.step_breakdown_s["data_loading"] > 0.3 * est.step_time_s
+    assert est.bottleneck == "cpu" and est.speedup_if_2x["cpu"] > 1.3
+
+
+def test_pretokenized_data_loads_faster_than_text():
+    assert _estimate(4, 2, "pretokenized").step_time_s < _estimate(4, 2, "text").step_time_s
