@@ -216,3 +216,19 @@ def _info(index: int, **values):
             "gpm_supported": True}
     info.update(values)
     return info
+
+
+def test_a_saturated_host_cpu_is_a_finding_with_its_samples_as_evidence():
+    from trainrig.monitor.diagnose import HOST_CPU_SATURATED_PCT, host_cpu_rule
+
+    from .conftest import run_data
+
+    def data(cpu_pcts):
+        return run_data(host=[{"id": i, "t": float(i), "cpu_pct": pct, "iowait_pct": 0.0}
+                              for i, pct in enumerate(cpu_pcts)])
+
+    busy = host_cpu_rule(data([99.0, 98.5, 97.0, 60.0]), 1)
+    assert isinstance(busy, Finding) and busy.kind == "host_cpu"
+    assert busy.evidence[0].n_samples == 3 and busy.evidence[0].threshold == HOST_CPU_SATURATED_PCT
+    assert host_cpu_rule(data([99.0, 40.0, 50.0, 60.0]), 1) is None  # one busy sample in four is not saturation
+    assert isinstance(host_cpu_rule(data([]), 1), str)  # not evaluated: says what it needs

@@ -91,3 +91,15 @@ def test_live_figures_over_the_recent_steps():
     assert figures["data_wait_share"] == pytest.approx(0.5)
     assert figures["mfu"] == pytest.approx(1000 * 2e12 / 1e12 / 4000.0)
     assert recent_step_figures([], 0, {})["mfu"] is None
+
+
+def test_without_a_step_signal_the_diagnosis_says_what_it_did_not_see():
+    from trainrig.monitor.analysis import diagnosis_summary
+    from trainrig.monitor.findings import Check
+
+    checks = [Check("memory_pressure", "ok"), Check("data_loading", "not_evaluated", "needs 3 timed steps")]
+    blind = diagnosis_summary([], checks, steps=0)
+    assert "no step signal" in blind and "nothing holds" not in blind
+    assert "too little was observed" in diagnosis_summary([], [checks[1]], steps=5)
+    seen = diagnosis_summary([], checks, steps=50)
+    assert seen.startswith("nothing holds") and "1 could not run (data_loading)" in seen

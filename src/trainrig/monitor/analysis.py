@@ -84,9 +84,15 @@ class RunReport:
     storage: dict[str, Any] = field(default_factory=dict)
     """Empty unless the disk refused writes during the run (`Store.storage_state()`)."""
 
+    @property
+    def diagnosis(self) -> str:
+        """One sentence on what the rules found, and how much they could see to find it."""
+        return diagnosis_summary(self.findings, self.checks, self.steps.steps)
+
     def to_dict(self, series: bool = False) -> dict[str, Any]:
         data = {
             "run": {**self.run.to_dict(), "duration_s": self.duration_s},
+            "diagnosis": self.diagnosis,
             "steps": self.steps.to_dict(),
             "vs_estimate": self.comparison.to_dict() if self.comparison else None,
             "findings": [f.to_dict() for f in self.findings],
@@ -103,6 +109,24 @@ class RunReport:
         if series:
             data["series"] = self.series
         return data
+
+
+def diagnosis_summary(findings: list[Finding], checks: list[Check], steps: int) -> str:
+    """What the diagnosis amounts to. "Nothing holds this job back" only where the rules could
+    look: without a step signal, or with no rule able to run, it says what was missing instead."""
+    ran = [c.kind for c in checks if c.status != "not_evaluated"]
+    skipped = [c.kind for c in checks if c.status == "not_evaluated"]
+    if findings:
+        return f"{len(findings)} finding(s): {', '.join(f.kind for f in findings)}."
+    if steps == 0:
+        return ("no step signal, so step time, throughput and data waits were not observed (the job did not "
+                "report steps: `trainrig.monitor` in the script, or its Hugging Face / Lightning callback); "
+                f"{len(ran)} of {len(ran) + len(skipped)} rules could run and found nothing.")
+    if not ran:
+        return (f"too little was observed to diagnose this job: none of the {len(skipped)} rules could run"
+                " (each says what it needs below).")
+    unseen = f"; {len(skipped)} could not run ({', '.join(skipped)})" if skipped else ""
+    return f"nothing holds this job back that the rules which ran can see ({', '.join(ran)}){unseen}."
 
 
 def analyze(data: RunData, warmup_steps: int | None = None) -> RunReport:

@@ -66,6 +66,11 @@ STRAGGLER_WAIT_GAP = 0.10
 CLOCK_BELOW_SPEC_RATIO = 0.90
 """Busy SM clock < 90% of the maximum with no slowdown reason: clocks set below spec (heuristic)."""
 BELOW_SPEC_SHARE = 0.5
+HOST_CPU_SATURATED_PCT = 95.0
+"""Every core of the host ≥ 95% busy on average: nothing is left for the loader or for launching
+kernels (heuristic)."""
+HOST_CPU_SATURATED_SHARE = 0.5
+"""…in at least half of the host samples."""
 MIN_SAMPLES = 2
 
 
@@ -683,6 +688,30 @@ def _rank_stragglers(steps: list[dict[str, Any]], ranks: list[int]) -> list[Evid
     return out
 
 
+def host_cpu_rule(data: RunData, warmup_steps: int) -> Finding | str | None:
+    """The host's cores all busy most of the time: the training processes, their loader workers and
+    anything else on the machine compete for CPU, and whichever loses makes the GPUs wait."""
+    rows = [r for r in data.host_samples if r.get("cpu_pct") is not None]
+    if len(rows) < MIN_SAMPLES:
+        return "needs host CPU samples"
+    saturated = [r for r in rows if r["cpu_pct"] >= HOST_CPU_SATURATED_PCT]
+    if len(saturated) < max(MIN_SAMPLES, HOST_CPU_SATURATED_SHARE * len(rows)):
+        return None
+    busiest = max(r["cpu_pct"] for r in saturated)
+    evidence = [_evidence("cpu_pct", saturated, "host_samples", busiest, HOST_CPU_SATURATED_PCT, "%",
+                          note=f"{len(saturated)} of {len(rows)} host samples")]
+    waiting = [r for r in saturated if (r.get("iowait_pct") or 0.0) >= STORAGE_IOWAIT_PCT]
+    if waiting:
+        evidence.append(_evidence("iowait_pct", waiting, "host_samples", max(r["iowait_pct"] for r in waiting),
+                                  STORAGE_IOWAIT_PCT, "%"))
+    return Finding(kind="host_cpu", message=f"every host core busy ({busiest:.0f}% at most) in {len(saturated)} of "
+                                            f"{len(rows)} samples: the CPU is saturated",
+                   advice=("More cores per GPU (gpus × (loader workers + 1) and a few for the system), or"
+                           " less CPU work per batch: pre-tokenize, lighter transforms, fewer workers per GPU.",
+                           "Look for other processes on the host competing for the cores."),
+                   evidence=tuple(evidence))
+
+
 def _fmt(value: float | None) -> str:
     return "N/A" if value is None else f"{value:.0f}"
 
@@ -697,4 +726,5 @@ RULES: tuple[tuple[str, Callable[[RunData, int], Finding | str | None]], ...] = 
     ("communication", communication_rule),
     ("straggler", straggler_rule),
     ("below_spec", below_spec_rule),
+    ("host_cpu", host_cpu_rule),
 )

@@ -21,6 +21,7 @@ FINDING_KINDS: Final[dict[str, str]] = {
     "straggler": "one GPU or rank is slower than the others and the rest wait for it",
     "storage": "the input pipeline waits on storage reads",
     "below_spec": "a GPU runs below its PCIe, clock or power spec",
+    "host_cpu": "every host core is busy: training processes and loaders compete for CPU",
 }
 MAX_EVIDENCE_IDS: Final = 20
 """Evidence lists at most this many row ids (the first ones); `n_samples` says how many matched."""

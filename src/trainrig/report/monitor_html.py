@@ -74,7 +74,7 @@ def _findings(report: Any) -> str:
                      + _table(["GPU", "metric", "value", "threshold", "rows", "n", "note"], rows)
                      + "</div>")
     if not parts:
-        parts.append("<p>Nothing holds this job back that the rules can see.</p>")
+        parts.append(f"<p>{_e(report.diagnosis[:1].upper() + report.diagnosis[1:])}</p>")
     skipped = [c for c in report.checks if c.status == "not_evaluated"]
     if skipped:
         parts.append("<p class=note>Not evaluated: " + "; ".join(

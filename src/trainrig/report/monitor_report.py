@@ -91,7 +91,7 @@ def report_renderables(report: Any) -> list[RenderableType]:
     parts.append(_gpu_table(report) if report.gpus else
                  Text(f"GPUs: N/A ({report.nvml_reason or 'no GPU samples'})", style="dim"))
     parts.append(_host_table(report))
-    parts.append(findings_renderable(report.findings))
+    parts.append(findings_renderable(report.findings, report.diagnosis))
     skipped = [c for c in report.checks if c.status == "not_evaluated"]
     if skipped:
         lines = "\n".join(f"{c.kind}: {c.reason}" for c in skipped)
@@ -168,9 +168,10 @@ def _host_table(report: Any) -> Table:
     return table
 
 
-def findings_renderable(findings: list[Any]) -> RenderableType:
+def findings_renderable(findings: list[Any], diagnosis: str) -> RenderableType:
     if not findings:
-        return Text("Diagnosis: nothing holds this job back that the rules can see.", style="green")
+        style = "green" if diagnosis.startswith("nothing holds") else "yellow"
+        return Text(f"Diagnosis: {diagnosis}", style=style)
     panels = []
     for f in findings:
         body = Text(f.message + "\n", style="bold")
