@@ -40,3 +40,15 @@ def test_model_and_hardware_keys_have_rows():
     assert set(ModelSpec.model_fields) <= _table_fields(_section(text, "model"))
     # `pcie` is the loader's other spelling of host_link, documented in that row
     assert HARDWARE_KEYS - {"pcie"} <= _table_fields(_section(text, "hardware"))
+
+
+def test_the_set_and_what_if_keys_are_listed_in_help_and_in_the_reference():
+    from trainrig.catalog.job_file import CHANGE_ALIASES, HARDWARE_KEYS
+    from trainrig.cli.common import SET_HELP
+
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "job-file.md").read_text()
+    section = reference.split("## Keys for --set and --what-if")[1].split("\n## ")[0]
+    for key in [*CHANGE_ALIASES, *HARDWARE_KEYS]:
+        assert f"`{key}`" in section, key
+    for short in CHANGE_ALIASES:
+        assert short in SET_HELP, short

@@ -47,6 +47,9 @@ CatalogOption = typer.Option(
     [], "--catalog", help="Extra catalog directory of YAML files (repeatable); also TRAINRIG_CATALOG."
 )
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+SET_HELP = ("Change the job: key=value, repeatable. Keys: any hardware or training field, with or without its "
+            "section (zero=3, training.zero=3, inter_node=eth-100g), model, or a short name (gpus, pcie, cpu_cores,"
+            " ram_gb, network); all listed in docs/job-file.md.")
 
 
 def fail(error: TrainrigError) -> None:

@@ -234,6 +234,28 @@ FIELD_HEADER = ("field", "type", "default", "unit", "description")
 # ---- the document --------------------------------------------------------------------------
 
 
+def _change_keys_section() -> list[str]:
+    """What `--set` and `--what-if` take (catalog/job_file.py `apply_change`)."""
+    from trainrig.catalog.job_file import CHANGE_ALIASES, HARDWARE_KEYS
+
+    aliases = ", ".join(f"`{k}` = `{section}.{field}`" for k, (section, field) in CHANGE_ALIASES.items())
+    return [
+        "## Keys for --set and --what-if",
+        "",
+        "`trainrig estimate` and `trainrig fit` take `--set key=value` to change the job; `estimate` also takes "
+        "`--what-if key=value` to show a variant beside it, as the web page's what-ifs. The value is read as YAML "
+        "(`8`, `1e12`, `ib-ndr`, `{bandwidth_gbps: 400}`). A key is",
+        "",
+        "- `model` (a preset name, a config.json path, or a mapping);",
+        "- any field of [hardware](#hardware) or [training](#training), with or without its section: "
+        "`zero=3`, `training.zero=3`, `inter_node=eth-100g`, `hardware.inter_node=eth-100g`;",
+        f"- a short name: {aliases}.",
+        "",
+        f"Hardware fields: {', '.join(f'`{k}`' for k in sorted(HARDWARE_KEYS))}.",
+        "",
+    ]
+
+
 def job_file_reference_markdown() -> str:
     """docs/job-file.md: every job-file field with its type, default, unit and description."""
     # Imported here rather than at the top: specs/ sits below catalog/ and estimate/ in the data
@@ -339,6 +361,7 @@ def job_file_reference_markdown() -> str:
         "",
         *_table(FIELD_HEADER, _spec_rows(TrainingSpec)),
     ]
+    out += _change_keys_section()
 
     missing_docs = set(MEASURED_RUN_KEYS) - set(MEASURED_RUN_KEY_DOCS)
     if missing_docs:

@@ -9,7 +9,7 @@ import typer
 
 from trainrig.answers import estimate_json, estimate_with_variants
 from trainrig.catalog.job_file import apply_change, read_job_file
-from trainrig.cli.common import CatalogOption, JsonOption, console, named_as_typed, print_json
+from trainrig.cli.common import SET_HELP, CatalogOption, JsonOption, console, named_as_typed, print_json
 from trainrig.errors import TrainrigError
 from trainrig.report.estimate_report import estimate_view, what_if_table
 from trainrig.specs.base import check_number
@@ -49,9 +49,9 @@ def estimate(
     tokens: float | None = typer.Option(None, help="Training tokens, for total time and cost."),
     profile: Path | None = typer.Option(None, help="A `trainrig probe --save` profile to use instead of datasheets."),
     price: float | None = typer.Option(None, help="Price per GPU-hour in USD, for the cost."),
-    set_: list[str] = typer.Option([], "--set", help="Any job field as key=value (repeatable)."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     what_if: list[str] = typer.Option(
-        [], "--what-if", help="A variant to show beside the base, key=value (repeatable)."
+        [], "--what-if", help="A variant to show beside the base: key=value with the keys of --set (repeatable)."
     ),
     json_output: bool = JsonOption,
     catalog: list[str] = CatalogOption,

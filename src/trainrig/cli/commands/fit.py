@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from trainrig.cli.commands.estimate import FLAG_FIELDS, job_mapping_from_flags, typed_fields
-from trainrig.cli.common import CatalogOption, JsonOption, console, named_as_typed, print_json
+from trainrig.cli.common import SET_HELP, CatalogOption, JsonOption, console, named_as_typed, print_json
 from trainrig.fit_answers import MAX_GPUS, TOP_GPUS, fit_answer
 from trainrig.report.fit_report import fit_view
 from trainrig.specs import base as bounds
@@ -34,7 +34,7 @@ def fit(
     method: str | None = typer.Option(None, help="full | lora | qlora."),
     tokens: float | None = typer.Option(None, help="Training tokens, to rank GPU types by the run's cost."),
     profile: Path | None = typer.Option(None, help="A `trainrig probe --save` profile to use instead of datasheets."),
-    set_: list[str] = typer.Option([], "--set", help="Any job field as key=value (repeatable)."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     max_gpus: int = typer.Option(MAX_GPUS, "--max-gpus", help="Most GPUs to try when growing dp."),
     top: int = typer.Option(TOP_GPUS, "--top", help="How many GPU types to list, cheapest first."),
     json_output: bool = JsonOption,
