@@ -113,8 +113,9 @@ def hardware_options(catalog: Catalog, gpus: Iterable[GPU], offers: Iterable[Off
         names = ", ".join(sorted(allowed))
         raise TrainrigError("precision", f"none of the allowed GPUs ({names}) supports {precision}.")
     notes = [f"left out {', '.join(unsupported)}: no {precision} support"] if unsupported else []
-    options = [] if priced_only else [_catalog_node(gpu) for gpu in usable.values()]
-    options += _offer_options(catalog, offers, usable, priced_only)
+    # offers first: where an offer is the same machine as a catalog node, rank ties keep the offer
+    options = _offer_options(catalog, offers, usable, priced_only)
+    options += [] if priced_only else [_catalog_node(gpu) for gpu in usable.values()]
     if not options:
         raise TrainrigError("offers", "no priced offer exists for the allowed GPUs; drop --priced-only or add offers.")
     return options, notes

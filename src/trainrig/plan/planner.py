@@ -245,7 +245,9 @@ class Planner:
     def compare_result(self, found: SearchResult) -> CompareResult:
         c = found.fitting
         feasible = feasible_mask(c, self.request)
-        gpus = list(dict.fromkeys(o.gpu.id for o in self.options))
+        # in the order the GPU types were allowed (the catalog nodes'), then any only offers have
+        gpus = list(dict.fromkeys([o.gpu.id for o in self.options if o.offer is None]
+                                  + [o.gpu.id for o in self.options]))
         rows = [self._comparison(gpu, c, feasible, found.closest_overflow) for gpu in gpus]
         return CompareResult(rows=rows, objective=self.request.objective, constraints=self.request.constraints(),
                              n_configurations_evaluated=found.n_enumerated, n_configurations_fitting=len(c),

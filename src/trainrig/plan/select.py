@@ -34,10 +34,17 @@ def ranked(c: Candidates, index: np.ndarray, objective: str) -> np.ndarray:
 
 
 def distinct_hardware(c: Candidates, ordered: np.ndarray) -> np.ndarray:
-    """The first (best) configuration of each (node kind, GPU count), order kept."""
+    """The first (best) configuration of each (node kind, GPU count), order kept — and of those,
+    one per distinct machine: node kinds that are the same hardware (a catalog node and an offer
+    of it, two providers' identical instances) give the same step time and memory, and the user
+    would see the same row twice, once priced and once not; the better-ranked one stays."""
     key = c.option[ordered] * (1 << 32) + c.n_gpus[ordered]
     _, first = np.unique(key, return_index=True)
-    return ordered[np.sort(first)]
+    kept = ordered[np.sort(first)]
+    same_machine = np.stack([c.n_gpus[kept].astype(float), c.step_time_s[kept], c.memory_bytes[kept],
+                             c.capacity_bytes[kept]], axis=1)
+    _, first = np.unique(same_machine, axis=0, return_index=True)
+    return kept[np.sort(first)]
 
 
 def pareto_front(c: Candidates, index: np.ndarray) -> np.ndarray:
