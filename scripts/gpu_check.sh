@@ -12,6 +12,8 @@
 #   probe.html, profile.json
 #   pytest.txt                              the GPU tests (probe GEMM/copies/NCCL, real NVML, a monitored
 #                                           CUDA loop with a Prometheus scrape)
+#   bench_llama3-8b.json, bench_run.json,   `trainrig bench` of the 8B example at 4 layers: measured vs
+#   bench_validate.txt                      estimated (JSON), the saved measured run, and validate's table
 #   targets.json                            the three GPU targets, also printed last as a table
 # Exit status: 0 when every target and test passed, 1 when one failed, 2 when no GPU/torch.
 set -uo pipefail
@@ -69,6 +71,19 @@ timeout 150 "$PY" -m pytest tests/probe/test_gpu.py tests/probe/test_nvml.py tes
 tests_rc=$?
 tail -n 3 "$OUT/pytest.txt" | tee -a "$OUT/gpu_check.log"
 
+# -- trainrig bench: a real 4-layer training step of the 8B example beside its estimate ---------------
+log "bench (llama3-8b, 4 layers, 5 steps)"
+# the verb's module directly, so this runs whether or not the root CLI lists `bench` yet
+BENCH=("$PY" -c "import sys, typer; from trainrig.cli.common import run_guarded
+from trainrig.cli.commands.bench import register
+app = typer.Typer(add_completion=False); register(app); sys.exit(run_guarded(app))")
+timeout 300 "${BENCH[@]}" examples/llama3-8b-8xh100.yaml --layers 4 --steps 5 --device cuda --json \
+  --save "$OUT/bench_run.json" >"$OUT/bench_llama3-8b.json" 2>>"$OUT/gpu_check.log"
+bench_rc=$?
+log "bench exit $bench_rc"
+[ "$bench_rc" -eq 0 ] && "${TRAINRIG[@]}" validate "$OUT/bench_run.json" >"$OUT/bench_validate.txt" 2>&1
+[ "$bench_rc" -eq 0 ] && cat "$OUT/bench_validate.txt" | tee -a "$OUT/gpu_check.log"
+
 # -- targets, printed last ---------------------------------------------------------------------------
 extra=()
 [ -n "${MEMORY_SPEC_GBS:-}" ] && extra=(--memory-spec-gbs "$MEMORY_SPEC_GBS")
@@ -76,4 +91,5 @@ extra=()
   --tests-rc "$tests_rc" "${extra[@]}"
 rc=$?
 [ "$probe_rc" -ne 0 ] && rc=1
+[ "$bench_rc" -ne 0 ] && rc=1
 exit "$rc"

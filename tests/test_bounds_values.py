@@ -58,11 +58,18 @@ def test_divisors_are_complete_for_small_numbers_and_cut_short_for_large_ones():
     assert text.startswith("1, 2, 3, 4, 5, 6, 7, 8, 9, 10 …") and "230 more, up to 720720" in text
 
 
-def test_a_pp_that_does_not_divide_a_huge_layer_count_lists_ten_valid_values():
-    error = job_error(model={**MODEL, "n_layers": 720720}, hardware={**HARDWARE, "n_gpus": 17, "gpus_per_node": 17},
-                      training={"pp": 17, "global_batch": 8})
-    assert error.field == "training.pp"
+def test_a_tp_that_does_not_divide_a_huge_head_count_lists_ten_valid_values():
+    # 720,720 has 240 divisors: the message lists ten and says how many more, in O(√n)
+    error = job_error(model={**MODEL, "n_heads": 720720, "n_kv_heads": 720720, "hidden": 720720 * 2},
+                      hardware={**HARDWARE, "n_gpus": 17, "gpus_per_node": 17}, training={"tp": 17, "global_batch": 8})
+    assert error.field == "training.tp"
     assert len(str(error)) < 200 and "230 more" in str(error)
+
+
+def test_pp_beyond_the_layer_count_is_one_sentence_on_pp():
+    error = job_error(model={**MODEL, "n_layers": 4}, hardware={**HARDWARE, "n_gpus": 8, "gpus_per_node": 8},
+                      training={"pp": 8, "global_batch": 8})
+    assert error.field == "training.pp" and len(str(error)) < 200
 
 
 @pytest.mark.parametrize(("field", "value"), [

@@ -54,7 +54,7 @@ def test_enumeration_finds_every_layout_the_job_rules_accept(model, n_gpus, gpus
     for tp, pp, cp, ep, vpp, gb, mb in product(powers, range(1, spec.n_layers + 1), powers, powers, SPACE.vpp,
                                                batches, SPACE.micro_batches):
         layout = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp, "global_batch": gb, "micro_batch": mb}
-        if not _in_search_space(layout, n_gpus, gpus_per_node, seq_len):
+        if not _in_search_space({**layout, "n_layers": spec.n_layers}, n_gpus, gpus_per_node, seq_len):
             continue
         try:
             job = _job(model, n_gpus, gpus_per_node, seq_len, layout)
@@ -70,8 +70,11 @@ def test_enumeration_finds_every_layout_the_job_rules_accept(model, n_gpus, gpus
 
 def _in_search_space(layout, n_gpus, gpus_per_node, seq_len) -> bool:
     """The search space's documented choices, restated independently of the enumeration code."""
-    tp, cp = layout["tp"], layout["cp"]
-    return tp <= min(gpus_per_node, n_gpus) and cp <= SPACE.max_cp and (
+    tp, cp, pp = layout["tp"], layout["cp"], layout["pp"]
+    # pipeline sizes: those that split the layers evenly, and powers of two (which real runs use
+    # unevenly: 126 layers on 16 stages)
+    even_or_power_of_two = layout["n_layers"] % pp == 0 or pp & (pp - 1) == 0
+    return tp <= min(gpus_per_node, n_gpus) and cp <= SPACE.max_cp and even_or_power_of_two and (
         cp == 1 or seq_len // cp >= SPACE.min_tokens_per_cp_rank)
 
 

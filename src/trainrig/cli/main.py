@@ -28,6 +28,7 @@ VERBS = {
     "models": "List the model presets with their parameter counts and shapes.",
     "gpus": "List the GPUs the catalog knows, with dense peak rates, memory and links.",
     "probe": "Measure the machine and say where it falls short of its spec.",
+    "bench": "Run a short, layer-reduced training step of the job here; measured beside its estimate.",
     "monitor": "Run a training command (or attach to one) and record GPU, host and step signals; diagnose.",
     "runs": "List past monitored runs (database under $TRAINRIG_HOME, default ~/.trainrig).",
     "report": "Show a recorded run and what holds it back.",

@@ -143,7 +143,7 @@ def _memory(x: Inputs, p: ModelParameters):
 
 def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     tokens = x.micro_batch * x.seq_len / x.cp
-    layers = x.n_layers / x.pp
+    layers = x.layers_per_stage
     arithmetic = _arithmetic_s(x, p)
     compute = arithmetic["compute"]
     tp = _tensor_parallel_s(x, p, tokens, layers)
@@ -177,7 +177,8 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
 # data-parallel layout, memory savers, links, host and memory capacity. A planner's rows that differ
 # only in these share their GEMM times, which are then computed once (see distinct.py).
 GEMM_IGNORES = frozenset({
-    "pp", "dp", "vpp", "global_batch", "zero", "recompute", "sequence_parallel", "gpus_per_node", "n_nodes",
+    "pp", "dp", "vpp", "pp_embedding_slot", "pp_loss_slot", "global_batch", "zero", "recompute",
+    "sequence_parallel", "gpus_per_node", "n_nodes",
     "memory_gib", "mfu_peak_tflops", "kernel_launch_us", "intra_bandwidth_gbs", "intra_latency_us",
     "scale_up_domain", "pcie_peer_gbs", "inter_node_bandwidth_gbs", "inter_latency_us", "pcie_bandwidth_gbs",
     "pcie_latency_us", "cpu_cores_per_node", "host_memory_bandwidth_gbs", "storage_read_gbs", "storage_write_gbs",
@@ -194,7 +195,9 @@ def _arithmetic_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     gemm = per_distinct_row(lambda rows: _gemm_times_s(rows, p), x, GEMM_IGNORES)
     layer_fwd, layer_bwd, layer_recompute = _layer_times_s(x, p, tokens, gemm)
     logits_fwd, logits_bwd = _logits_times_s(x, tokens, gemm)
-    compute = x.n_layers / x.pp * (layer_fwd + layer_bwd + layer_recompute) + logits_fwd + logits_bwd
+    layer = layer_fwd + layer_bwd + layer_recompute
+    # the slowest stage: the fullest one, or the last, whose head may displace a layer (a loss slot)
+    compute = np.maximum(x.layers_per_stage * layer, x.end_stage_layers * layer + logits_fwd + logits_bwd)
     return {"compute": compute, "attention": gemm["attention_core"]}
 
 
@@ -202,7 +205,7 @@ def host_issue_s(x: Inputs, p: ModelParameters):
     """Host time to issue one micro-batch's kernels on one GPU: (forward, backward + recompute)."""
     forward_kernels, backward_kernels = _kernels_per_layer(x, p)
     forward_ops, backward_ops = _small_ops_per_layer(x, p)
-    layers = x.n_layers / x.pp
+    layers = x.layers_per_stage
     fetch_fwd, fetch_bwd = _zero3_fetch_s(x)
     # + embedding, logits and loss: ~8 kernels forward, ~12 backward
     return ((layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6
@@ -215,7 +218,7 @@ def _zero3_fetch_s(x: Inputs):
     """ZeRO-3's host work per module with parameters and pass (forward, the recompute's forward, the
     backward): the framework's `zero3_module_fetch_us` per module — the layer's 2 norms, its attention
     and MLP linears, and each adapter's two small linears."""
-    modules = x.n_layers / x.pp * (2 + 4 + x.mlp_matrices + 2 * x.adapted_linears)
+    modules = x.layers_per_stage * (2 + 4 + x.mlp_matrices + 2 * x.adapted_linears)
     per_pass = np.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
     return per_pass, per_pass * (1 + (x.recompute == 2))
 
@@ -303,7 +306,7 @@ def _qlora_dequant_s(x: Inputs):
     """A quantized base is dequantized to 16 bits before every use: `dequant_bytes_per_weight` of
     HBM traffic per frozen weight and use (see inputs.DEQUANT_BYTES_PER_WEIGHT)."""
     dense, experts = local_parameter_counts(x)
-    per_layer = (dense + experts) / (x.n_layers / x.pp)
+    per_layer = (dense + experts) / x.layers_per_stage
     return np.where(x.quantized > 0, per_layer * x.dequant_bytes_per_weight / (x.hbm_bandwidth_gbs * 1e9), 0.0)
 
 
@@ -397,7 +400,7 @@ def _context_parallel_hidden_s(x: Inputs, p: ModelParameters, micro):
         return 0.0
     tokens = x.micro_batch * x.seq_len / x.cp
     passes = 3 + np.where(x.recompute == 2, 1.0, 0.0)
-    total = x.n_layers / x.pp * passes * _context_parallel_pass_s(x, p, tokens)
+    total = x.layers_per_stage * passes * _context_parallel_pass_s(x, p, tokens)
     return np.where(x.cp > 1, np.maximum(total - micro["cp_comm"], 0.0), 0.0)
 
 
@@ -409,7 +412,7 @@ def _expert_parallel_s(x: Inputs, p: ModelParameters, tokens):
     group = comm.GroupLinks(x.ep, x.tp * x.cp, x, p)
     per_all_to_all = comm.all_to_all_time_s(tokens * x.top_k * x.hidden * x.activation_bytes, group)
     count = 4 + np.where(x.recompute == 2, 2.0, 0.0)
-    return np.where(x.ep > 1, x.n_moe_layers / x.pp * count * per_all_to_all, 0.0)
+    return np.where(x.ep > 1, x.moe_layers_per_stage * count * per_all_to_all, 0.0)
 
 
 def _pipeline_comm_s(x: Inputs, p: ModelParameters):
@@ -469,7 +472,7 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
             return dense_s
         return dense_s + np.where(count_expert > 0, collective(count_expert * element_bytes, expert_group), 0.0)
 
-    layers = np.maximum(x.n_layers / x.pp, 1.0)
+    layers = np.maximum(x.layers_per_stage, 1.0)
     window_fwd, window_bwd = _data_parallel_windows_s(x, p, micro)
     m = x.micro_batches
 

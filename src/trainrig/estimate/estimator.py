@@ -64,7 +64,7 @@ def estimate(
         host_ram_gb_per_node=row["host_ram_gb_per_node"],
         config=_config(job),
         warnings=_warnings(job, row),
-        notes=list(job.notes) + _unmodelled(job),
+        notes=list(job.notes) + _pipeline_split_notes(job) + _unmodelled(job),
     )
 
 
@@ -238,6 +238,23 @@ def _assumptions(job: Job) -> list[str]:
         said.append("MFU against the fp8 dense peak (sources that quote fp8 runs against bf16's peak"
                     " give a multiple of this)")
     return said
+
+
+def _pipeline_split_notes(job: Job) -> list[str]:
+    """Name a pipeline split that is not n_layers / pp on every stage (see Inputs.layers_per_stage)."""
+    t, n = job.training, job.model.n_layers
+    if t.pp == 1:
+        return []
+    slots = int(t.account_for_embedding_in_pipeline_split) + int(t.account_for_loss_in_pipeline_split)
+    chunks = t.pp * t.vpp
+    largest = -(-(n + slots) // chunks) * t.vpp
+    if not slots and n % chunks == 0:
+        return []
+    counted = f" + {slots} embedding/loss slot{'s' if slots > 1 else ''}" if slots else ""
+    chunked = f" × vpp {t.vpp}" if t.vpp > 1 else ""
+    even = "evenly" if (n + slots) % chunks == 0 else "unevenly"
+    return [f"{n} layers{counted} on pp {t.pp}{chunked} split {even}: the fullest stages hold {largest}"
+            " layers and pace the step and peak memory"]
 
 
 def _unmodelled(job: Job) -> list[str]:

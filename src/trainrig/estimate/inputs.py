@@ -8,6 +8,7 @@ choices become numbers here (recompute 0/1/2, flags 0/1), so the core has no Pyt
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -84,6 +85,8 @@ class Inputs:
     ep: Any
     dp: Any
     vpp: Any
+    pp_embedding_slot: Any  # 1: the embedding takes a layer-slot of the pipeline split (see TrainingSpec)
+    pp_loss_slot: Any  # 1: the output layer and loss take one
     zero: Any
     recompute: Any
     sequence_parallel: Any
@@ -172,6 +175,8 @@ class Inputs:
             raise TypeError(f"Inputs has no field {sorted(unknown)[0]!r}")
         copy = object.__new__(Inputs)
         copy.__dict__.update(self.__dict__)
+        for name in _CACHED:  # derived from fields that may change
+            copy.__dict__.pop(name, None)
         copy.__dict__.update(changes)
         return copy
 
@@ -181,6 +186,38 @@ class Inputs:
     def micro_batches(self):
         """Micro-batches per optimizer step on one pipeline (gradient accumulation steps)."""
         return self.global_batch / (self.micro_batch * self.dp)
+
+    @cached_property
+    def layers_per_stage(self):
+        """Transformer layers on the fullest pipeline stage, which paces the step and peaks in memory.
+
+        The n layers (plus a slot each for the embedding and the loss where they count) split into
+        pp·vpp chunks as evenly as they go: ceil((n + slots) / (pp·vpp)) per chunk, vpp chunks per
+        stage. Equal to n / pp when pp·vpp divides n (Megatron-Core's split; an uneven one puts the
+        extra layers on some stages, e.g. decoder_first/last_pipeline_num_layers)."""
+        # with pp = 2 and both slots there is no middle stage: each stage gives one slot to an end
+        return self.stage_slots - np.where(self.pp == 2, self.pp_embedding_slot * self.pp_loss_slot, 0.0)
+
+    @cached_property
+    def stage_slots(self):
+        """Layer-slots per pipeline stage: vpp·ceil((n + slots) / (pp·vpp)); n on one stage."""
+        slots = np.where(self.pp > 1, self.pp_embedding_slot + self.pp_loss_slot, 0.0)
+        per_chunk = np.ceil((self.n_layers + slots) / (self.pp * self.vpp))
+        return np.where(self.pp > 1, per_chunk * self.vpp, self.n_layers)
+
+    @cached_property
+    def moe_layers_per_stage(self):
+        """MoE layers on the fullest stage: n_moe / pp on an even split, otherwise the model's MoE
+        share of that stage's layers."""
+        even = self.layers_per_stage * self.pp == self.n_layers
+        share = self.layers_per_stage * self.n_moe_layers / np.maximum(self.n_layers, 1.0)
+        return np.where(even, self.n_moe_layers / self.pp, share)
+
+    @cached_property
+    def end_stage_layers(self):
+        """Transformer layers beside the output head on the last stage: one fewer than the fullest
+        stage where the loss takes a slot (only that stage's chunk holding it loses the layer)."""
+        return self.stage_slots - np.where(self.pp > 1, self.pp_loss_slot, 0.0)
 
     @property
     def params_head(self):
@@ -221,6 +258,8 @@ class Inputs:
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(Inputs))
+# derived layout figures computed once per Inputs (they are read many times per evaluation)
+_CACHED = tuple(name for name, value in vars(Inputs).items() if isinstance(value, cached_property))
 
 
 def stack_inputs(rows: list[Inputs]) -> Inputs:
@@ -321,6 +360,8 @@ def _training_fields(job: Job) -> dict[str, float]:
     return dict(
         seq_len=t.seq_len, micro_batch=t.micro_batch,
         global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, dp=t.dp_degree, vpp=t.vpp,
+        pp_embedding_slot=float(t.account_for_embedding_in_pipeline_split),
+        pp_loss_slot=float(t.account_for_loss_in_pipeline_split),
         zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
         sequence_parallel=float(t.sequence_parallel),
         **_attention_fields(job),

@@ -70,15 +70,31 @@ def local_parameter_counts(x: Inputs):
     (norms replicated); experts divided by ep·tp (expert tensor parallelism follows tp, as
     Megatron-Core's default).
     """
-    layers = x.n_layers / x.pp
-    moe_layers = x.n_moe_layers / x.pp
+    layers = x.layers_per_stage
+    moe_layers = x.moe_layers_per_stage
     dense_layers = layers - moe_layers
     per_layer = x.params_attention_per_layer / x.tp + x.params_norms_per_layer
     dense = layers * per_layer + dense_layers * x.params_dense_mlp_per_layer / x.tp
     dense = dense + moe_layers * x.params_moe_shared_per_layer / x.tp
-    dense = dense + _end_parameters(x) + x.params_norms_per_layer / 2  # + the final norm
     experts = moe_layers * x.n_experts * x.params_expert / (x.ep * x.tp)
+    dense = dense + _stage_end_parameters(x, (dense + experts) / np.maximum(layers, 1.0))
+    dense = dense + x.params_norms_per_layer / 2  # + the final norm
     return dense, experts
+
+
+def _stage_end_parameters(x: Inputs, layer_params):
+    """Embedding or head on the fullest stage, net of the layer it displaces where it takes a
+    pipeline slot: that stage then holds max(L layers, L − 1 layers + the end) (Megatron-Core
+    account_for_embedding/loss_in_pipeline_split)."""
+    slotted = (x.pp > 1) & ((x.pp_embedding_slot + x.pp_loss_slot) > 0)
+    if not np.any(slotted):
+        return _end_parameters(x)
+    # the end stages' layer counts relative to the fullest stage's (0 or −1)
+    first = x.stage_slots - x.pp_embedding_slot - x.layers_per_stage
+    last = x.end_stage_layers - x.layers_per_stage
+    embedding = x.params_embedding / x.tp + first * layer_params
+    head = x.params_head / x.tp + last * layer_params
+    return np.where(slotted, np.maximum(np.maximum(embedding, head), 0.0), _end_parameters(x))
 
 
 @_memoized
@@ -88,14 +104,14 @@ def trainable_parameter_counts(x: Inputs):
     dense, experts = local_parameter_counts(x)
     if not np.any(x.method > 0):  # every row trains every weight
         return dense, experts
-    adapters = lora_parameters_per_layer(x) * x.n_layers / x.pp / x.tp + x.train_embeddings * _end_parameters(x)
+    adapters = lora_parameters_per_layer(x) * x.layers_per_stage / x.tp + x.train_embeddings * _end_parameters(x)
     full = x.method == 0
     return np.where(full, dense, adapters), np.where(full, experts, 0.0)
 
 
 def _stage_norm_parameters(x: Inputs):
     """Norm weights of one GPU's stage: two per layer and the final one."""
-    return x.params_norms_per_layer * (x.n_layers / x.pp + 0.5)
+    return x.params_norms_per_layer * (x.layers_per_stage + 0.5)
 
 
 @_memoized
@@ -103,7 +119,8 @@ def _stage_linear_parameters(x: Inputs):
     """Weights of the linears of one GPU's layers (what a quantized base stores quantized): all its
     parameters but the embedding, head and norms."""
     dense, experts = local_parameter_counts(x)
-    return dense - _end_parameters(x) - _stage_norm_parameters(x) + experts
+    layers = np.maximum(x.layers_per_stage, 1.0)
+    return dense - _stage_end_parameters(x, (dense + experts) / layers) - _stage_norm_parameters(x) + experts
 
 
 def _frozen_base_bytes(x: Inputs):
@@ -192,10 +209,14 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
 
 
 def in_flight_layers(x: Inputs):
-    """Layers' worth of activations the busiest (first) pipeline stage holds at its peak."""
-    layers_per_stage = x.n_layers / x.pp
-    one_f_one_b = layers_per_stage * np.minimum(x.pp, x.micro_batches)
-    interleaved = x.n_layers * (1 + (x.pp - 1) / (x.pp * x.vpp))
+    """Layers' worth of activations the busiest pipeline stage holds at its peak: the first (1F1B
+    keeps min(pp, m) micro-batches in flight on it), or the second where an embedding slot took one
+    of the first stage's layers (min(pp − 1, m) in flight)."""
+    layers_per_stage = x.layers_per_stage
+    first = x.stage_slots - np.where(x.pp > 1, x.pp_embedding_slot, 0.0)
+    one_f_one_b = np.maximum(first * np.minimum(x.pp, x.micro_batches),
+                             layers_per_stage * np.minimum(x.pp - 1, x.micro_batches))
+    interleaved = x.stage_slots * x.pp * (1 + (x.pp - 1) / (x.pp * x.vpp))
     return np.where(x.vpp > 1, np.minimum(interleaved, layers_per_stage * x.micro_batches), one_f_one_b)
 
 
@@ -247,7 +268,7 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
                         + 2 * x.weight_bytes * ends_local)
     params_offloaded = x.parameters_offloaded
     resident = np.where(params_offloaded, 0.0, resident)
-    layers = np.maximum(x.n_layers / x.pp, 1.0)
+    layers = np.maximum(x.layers_per_stage, 1.0)
     layer_params = (dense + experts) / layers
     # a group of one has nothing to gather: FSDP then runs as NO_SHARD ("FSDP is switching to use
     # NO_SHARD ... since the world size is 1", torch/distributed/fsdp/_init_utils.py), so only a
@@ -286,12 +307,12 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     saved, _ = activation_bytes_per_layer(x)
     # AutoGPTQ's torch path runs torch.matmul on a dequantized 16-bit weight, which autograd keeps
     # for the input's gradient: a 16-bit copy of every layer whose activations are held
-    dequantized = x.dequant_saved_for_backward * 2.0 * _stage_linear_parameters(x) / np.maximum(x.n_layers / x.pp, 1.0)
+    dequantized = x.dequant_saved_for_backward * 2.0 * _stage_linear_parameters(x) / np.maximum(x.layers_per_stage, 1.0)
     saved = saved + np.where(x.recompute == 2, 0.0, dequantized)
     in_flight = in_flight_layers(x)
     # offloaded activations: only the layers being moved stay on the GPU (one each way)
     stage_saved = np.where(x.activation_offload > 0, np.minimum(in_flight, 2.0) * saved, saved * in_flight)
-    last_stage = saved * np.where(x.activation_offload > 0, 2.0, x.n_layers / x.pp) + logits_bytes(x, p)
+    last_stage = saved * np.where(x.activation_offload > 0, 2.0, x.end_stage_layers) + logits_bytes(x, p)
     activations_forward = np.where(x.pp > 1, np.maximum(stage_saved, last_stage), stage_saved + logits_bytes(x, p))
     # end of backward: the layer being backpropagated, whole under any policy: full recompute
     # rebuilds all of it, selective rebuilds the tensors it dropped beside the kept ones for that
@@ -344,7 +365,7 @@ def _gradient_bytes(x: Inputs, dense, experts, trainable_dense, trainable_expert
     # ZeRO-Offload keeps only the 16-bit gradients the GPU produces; fp32 ones live on the host,
     # and with ZeRO-2/3 each reduced partition leaves for the host at once (a couple of layers' worth)
     offloaded = x.optimizer_offloaded
-    in_buckets = np.minimum(grads, 2 * grads / np.maximum(x.n_layers / x.pp, 1.0))
+    in_buckets = np.minimum(grads, 2 * grads / np.maximum(x.layers_per_stage, 1.0))
     return np.where(offloaded, np.where(x.zero >= 2, in_buckets, grads) * x.weight_bytes / element, grads)
 
 

@@ -12,6 +12,7 @@ layout, cached per (model shape, GPU count, node size, batch choices).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from itertools import product
@@ -115,7 +116,7 @@ def _coarse_rows(shape, n_gpus, gpus_in_node, seq_len, global_batches, space) ->
     """(tp, pp, cp, ep, dp, vpp, micro_batch, global_batch) rows that the job rules accept."""
     rows = []
     tps = _tp_values(shape, gpus_in_node) if space.tensor_parallel else [1]
-    pps = _divisors(shape.n_layers) if space.pipeline_parallel else [1]
+    pps = _pipeline_sizes(shape.n_layers) if space.pipeline_parallel else [1]
     for tp, cp, pp in product(tps, _cp_values(seq_len, space), pps):
         if n_gpus % (tp * cp * pp):
             continue
@@ -155,8 +156,17 @@ def _ep_values(shape: ModelShape, dp_cp: int, space: SearchSpace) -> list[int]:
     return [ep for ep in _powers_of_two(space.max_ep) if shape.n_experts % ep == 0 and dp_cp % ep == 0]
 
 
+def _pipeline_sizes(n_layers: int) -> list[int]:
+    """Stage counts tried: those that split the layers evenly, and the powers of two up to the layer
+    count, which real runs use unevenly (Llama 3 405B: 126 layers on 16 stages; Dubey et al. 2024,
+    "The Llama 3 Herd of Models")."""
+    return sorted(set(_divisors(n_layers)) | set(_powers_of_two(n_layers)))
+
+
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """In O(√n): each divisor d ≤ √n brings its pair n // d."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small) | {n // d for d in small})
 
 
 def _powers_of_two(limit: int) -> list[int]:

@@ -75,7 +75,8 @@ class TrainingSpec(FrozenSpec):
     tp: int = Field(default=1, gt=0, le=MAX_GPUS)
     """Tensor-parallel degree (every degree at most ten million, the most GPUs a job may have)."""
     pp: int = Field(default=1, gt=0, le=MAX_GPUS)
-    """Pipeline-parallel stages."""
+    """Pipeline-parallel stages; pp·vpp may be any count up to the layers: an uneven split is paced
+    by its fullest stage, ceil(layers / (pp·vpp)) layers per chunk."""
     cp: int = Field(default=1, gt=0, le=MAX_GPUS)
     """Context-parallel degree (the sequence split across GPUs)."""
     ep: int = Field(default=1, gt=0, le=MAX_GPUS)
@@ -84,6 +85,13 @@ class TrainingSpec(FrozenSpec):
     """Data-parallel degree; `auto` = n_gpus / (tp · pp · cp)."""
     vpp: int = Field(default=1, gt=0, le=MAX_GPUS)
     """Interleaved pipeline chunks per stage (virtual pipeline size)."""
+    account_for_embedding_in_pipeline_split: bool = False
+    """The embedding counts as one layer-slot of the pipeline split, so the first stage holds one
+    transformer layer fewer (Megatron-Core TransformerConfig field of the same name)."""
+    account_for_loss_in_pipeline_split: bool = False
+    """The output layer and loss count as one layer-slot of the pipeline split, so the last stage
+    holds one transformer layer fewer (Megatron-Core TransformerConfig field of the same name); with
+    both, 126 layers + 2 slots on pp 8 × vpp 8 put 2 slots in each of the 64 chunks."""
     grad_accum: int | None = Field(default=None, gt=0, le=MAX_BATCH)
     """Micro-batches per step per data-parallel rank; derived when absent."""
     zero: int = Field(default=0, ge=0, le=3)
@@ -337,14 +345,7 @@ def _check_parallelism(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> N
             "training.tp",
             f"{t.tp} neither divides nor is a multiple of the {model.kv_heads} key/value heads.",
         )
-    if model.n_layers % (t.pp * t.vpp):
-        raise TrainrigError(
-            "training.pp",
-            f"pp·vpp = {t.pp * t.vpp} does not divide the model's {model.n_layers} layers;"
-            f" valid pp: {divisors_text(model.n_layers)}.",
-        )
-    if t.vpp > 1 and t.pp == 1:
-        raise TrainrigError("training.vpp", "interleaving (vpp > 1) needs pipeline parallelism (pp > 1).")
+    _check_pipeline_split(model, t)
     if t.seq_len % t.cp:
         raise TrainrigError("training.cp", f"{t.cp} does not divide seq_len {t.seq_len}.")
     _check_experts(model, t)
@@ -385,6 +386,25 @@ def _check_finetuning(t: TrainingSpec) -> None:
     if t.mean_seq_len is not None and t.mean_seq_len > t.seq_len:
         raise TrainrigError("training.mean_seq_len",
                             f"{t.mean_seq_len} exceeds seq_len {t.seq_len}, the longest sample.")
+
+
+def _check_pipeline_split(model: ModelSpec, t: TrainingSpec) -> None:
+    """Any pp·vpp up to the layer count: an uneven split is paced by its fullest stage (see
+    Inputs.layers_per_stage), but every pipeline chunk needs a layer."""
+    if t.pp * t.vpp > model.n_layers:
+        field = "training.vpp" if t.pp <= model.n_layers else "training.pp"
+        raise TrainrigError(field, f"pp·vpp = {t.pp * t.vpp} exceeds the model's {model.n_layers} layers;"
+                                   " every pipeline chunk needs at least one layer.")
+    if t.vpp > 1 and t.pp == 1:
+        raise TrainrigError("training.vpp", "interleaving (vpp > 1) needs pipeline parallelism (pp > 1).")
+    names = [n for n in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+             if getattr(t, n)]
+    if names and t.pp == 1:
+        raise TrainrigError(f"training.{names[0]}", "counts a pipeline slot, so it needs pp > 1.")
+    slots = model.n_layers + len(names)
+    if names and slots % (t.pp * t.vpp):  # Megatron-Core TransformerConfig.__post_init__ refuses it too
+        raise TrainrigError(f"training.{names[0]}", f"Megatron-Core needs the {slots} layer-slots (layers + ends)"
+                                                   f" to be a multiple of pp·vpp = {t.pp * t.vpp}.")
 
 
 def _check_experts(model: ModelSpec, t: TrainingSpec) -> None:

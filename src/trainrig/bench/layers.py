@@ -1,0 +1,125 @@
+"""The torch modules of the bench decoder. This is the one bench module that imports torch at the
+top: it is imported only from inside functions of `trainrig.bench.model`, after torch is known to
+be installed."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+ROPE_BASE = 10_000.0
+
+
+class LoraLinear(nn.Module):
+    """A frozen base linear plus a trainable low-rank update: y = base(x) + (alpha / r) · B(A(x))."""
+
+    def __init__(self, base: nn.Linear, rank: int, alpha: float) -> None:
+        super().__init__()
+        self.base = base
+        for p in self.base.parameters():
+            p.requires_grad_(False)
+        self.lora_a = nn.Parameter(torch.empty(rank, base.in_features))
+        # B starts at zero so the adapted model starts equal to the base (Hu et al. 2021)
+        self.lora_b = nn.Parameter(torch.zeros(base.out_features, rank))
+        nn.init.kaiming_uniform_(self.lora_a, a=math.sqrt(5))
+        self.scale = alpha / rank
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + F.linear(F.linear(x, self.lora_a), self.lora_b) * self.scale
+
+
+def norm_layer(kind: str, width: int) -> nn.Module:
+    return nn.RMSNorm(width, eps=1e-5) if kind == "rmsnorm" else nn.LayerNorm(width, eps=1e-5)
+
+
+def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate half of each head's channels by position (the Llama/NeoX layout)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+def rotary_tables(seq_len: int, head_dim: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    half = head_dim // 2
+    freqs = ROPE_BASE ** (-torch.arange(half, device=device, dtype=torch.float32) / half)
+    angles = torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), freqs)
+    return angles.cos(), angles.sin()
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden: int, n_heads: int, kv_heads: int, head_dim: int, bias: str, rope: bool) -> None:
+        super().__init__()
+        qkv_bias, out_bias = bias in ("qkv", "all"), bias == "all"
+        self.q = nn.Linear(hidden, n_heads * head_dim, bias=qkv_bias)
+        self.k = nn.Linear(hidden, kv_heads * head_dim, bias=qkv_bias)
+        self.v = nn.Linear(hidden, kv_heads * head_dim, bias=qkv_bias)
+        self.o = nn.Linear(n_heads * head_dim, hidden, bias=out_bias)
+        self.n_heads, self.kv_heads, self.head_dim, self.rope = n_heads, kv_heads, head_dim, rope
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        batch, seq, _ = x.shape
+        q = self.q(x).view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k(x).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v(x).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
+        if self.rope:
+            q, k = rotary(q, cos, sin).to(v.dtype), rotary(k, cos, sin).to(v.dtype)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv_heads != self.n_heads)
+        return self.o(out.transpose(1, 2).reshape(batch, seq, self.n_heads * self.head_dim))
+
+
+class Mlp(nn.Module):
+    """SwiGLU (gate, up, down) when gated, else up → GeLU → down."""
+
+    def __init__(self, hidden: int, ffn: int, gated: bool, bias: bool) -> None:
+        super().__init__()
+        self.gate = nn.Linear(hidden, ffn, bias=bias) if gated else None
+        self.up = nn.Linear(hidden, ffn, bias=bias)
+        self.down = nn.Linear(ffn, hidden, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate is None:
+            return self.down(F.gelu(self.up(x), approximate="tanh"))
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class Block(nn.Module):
+    def __init__(self, attention: Attention, mlp: Mlp, norm: str, hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.attn_norm, self.attn = norm_layer(norm, hidden), attention
+        self.mlp_norm, self.mlp = norm_layer(norm, hidden), mlp
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.attn_norm(x), cos, sin))
+        return x + self.drop(self.mlp(self.mlp_norm(x)))
+
+
+class Decoder(nn.Module):
+    """Embedding (+ learned positions), pre-norm blocks, final norm, LM head (tied or not)."""
+
+    def __init__(self, embed: nn.Embedding, positions: nn.Embedding | None, blocks: list[Block], final_norm: nn.Module,
+                 head: nn.Linear | None, head_dim: int, rope: bool, recompute: bool) -> None:
+        super().__init__()
+        self.embed, self.positions = embed, positions
+        self.blocks = nn.ModuleList(blocks)
+        self.final_norm, self.head = final_norm, head
+        self.head_dim, self.rope, self.recompute = head_dim, rope, recompute
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        seq = tokens.shape[1]
+        x = self.embed(tokens)
+        if self.positions is not None:
+            x = x + self.positions(torch.arange(seq, device=tokens.device))
+        cos, sin = rotary_tables(seq, self.head_dim, tokens.device) if self.rope else (x.new_empty(0),) * 2
+        for block in self.blocks:
+            if self.recompute and torch.is_grad_enabled():
+                # full recompute: only each block's input is kept; the block reruns in backward
+                x = checkpoint(block, x, cos, sin, use_reentrant=False)
+            else:
+                x = block(x, cos, sin)
+        x = self.final_norm(x)
+        return F.linear(x, self.embed.weight) if self.head is None else self.head(x)

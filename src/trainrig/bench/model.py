@@ -1,0 +1,168 @@
+"""A PyTorch decoder built from a ModelSpec: the bench's model, random init, nothing downloaded.
+
+What the spec describes and the bench builds: Llama-style (RMSNorm, rotary, SwiGLU, GQA, no biases)
+and GPT-style (LayerNorm, learned positions, GeLU MLP, biases) blocks, explicit head_dim, tied
+embeddings, dropout; LoRA adapters on the job's target linears. What it refuses, in one sentence
+each: mixture-of-experts, ALiBi, a sliding window shorter than the sequence, fp8, QLoRA and the
+bitsandbytes optimizers. torch is imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Any
+
+from trainrig.errors import TrainrigError
+from trainrig.specs import ModelSpec, TrainingSpec
+
+__all__ = ["check_buildable", "build_model", "base_param_count", "trainable_param_count", "PrecisionPlan",
+           "precision_plan", "import_torch", "DROPOUT_P", "LORA_ALPHA_PER_RANK"]
+
+DROPOUT_P = 0.1
+INIT_STD = 0.02
+LORA_ALPHA_PER_RANK = 1.0
+"""alpha = rank: the update's scale is 1. It changes no shape nor time, only the update's size."""
+LORA_PARAM_NAMES = ("lora_a", "lora_b")
+
+
+def import_torch() -> Any:
+    """torch, or one sentence saying how to get it."""
+    try:
+        import torch
+    except ImportError:
+        why = "is not installed; `trainrig bench` needs it: pip install 'trainrig[torch]'."
+        raise TrainrigError("torch", why) from None
+    return torch
+
+
+def has_bitsandbytes() -> bool:
+    return importlib.util.find_spec("bitsandbytes") is not None
+
+
+def check_buildable(spec: ModelSpec, training: TrainingSpec) -> None:
+    """Raise one sentence for what the bench cannot build or run yet."""
+    if spec.is_moe:
+        raise TrainrigError("model.n_experts", "mixture-of-experts models are not available in bench yet.")
+    if spec.position_embedding == "alibi":
+        raise TrainrigError("model.position_embedding", "ALiBi attention is not available in bench yet.")
+    if spec.sliding_window is not None and spec.sliding_window < training.seq_len:
+        raise TrainrigError("model.sliding_window", f"a window ({spec.sliding_window}) shorter than seq_len"
+                                                    f" ({training.seq_len}) is not available in bench yet.")
+    if spec.position_embedding == "rope" and spec.head_width % 2:
+        raise TrainrigError("model.head_dim", f"rotary embeddings need an even head width (got {spec.head_width}).")
+    if spec.position_embedding == "learned" and training.seq_len > (spec.max_positions or 0):
+        raise TrainrigError("training.seq_len", f"exceeds the learned position table ({spec.max_positions}).")
+    _check_training(training)
+
+
+def _check_training(training: TrainingSpec) -> None:
+    if training.precision == "fp8":
+        raise TrainrigError("training.precision", "fp8 is not available in bench yet; bench the job as bf16.")
+    if training.method == "qlora" or training.base_quantization != "none":
+        if not has_bitsandbytes():
+            raise TrainrigError("training.method", "QLoRA needs bitsandbytes, not available here.")
+        raise TrainrigError("training.method", "quantized (QLoRA) bases are not available in bench yet.")
+    if training.optimizer != "adamw":
+        raise TrainrigError("training.optimizer",
+                            f"{training.optimizer} is not available in bench yet; bench runs adamw.")
+
+
+def build_model(torch: Any, spec: ModelSpec, training: TrainingSpec, n_layers: int) -> Any:
+    """The decoder with `n_layers` blocks, on the CPU in float32 (the caller moves and casts it)."""
+    from trainrig.bench import layers as L  # imports torch: only now
+
+    head_dim, rope = spec.head_width, spec.position_embedding == "rope"
+    blocks = [_block(L, spec, training) for _ in range(n_layers)]
+    embed = torch.nn.Embedding(spec.vocab, spec.hidden)
+    positions = torch.nn.Embedding(spec.max_positions, spec.hidden) if spec.position_embedding == "learned" else None
+    head = None if spec.tied_embeddings else torch.nn.Linear(spec.hidden, spec.vocab, bias=False)
+    model = L.Decoder(embed, positions, blocks, L.norm_layer(spec.norm, spec.hidden), head, head_dim, rope,
+                      recompute=training.recompute == "full")
+    _init_weights(torch, model)
+    if training.method != "full":
+        _add_lora(L, model, training)
+    return model
+
+
+def _init_weights(torch: Any, model: Any) -> None:
+    """Normal(0, 0.02) weights and zero biases (GPT-2/Llama practice): torch's default N(0, 1)
+    embedding would start the loss near 60 instead of ln(vocab) and overflow fp16."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear | torch.nn.Embedding):
+            torch.nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
+        if isinstance(module, torch.nn.Linear) and module.bias is not None:
+            torch.nn.init.zeros_(module.bias)
+
+
+def _block(L: Any, spec: ModelSpec, training: TrainingSpec) -> Any:
+    rope = spec.position_embedding == "rope"
+    attention = L.Attention(spec.hidden, spec.n_heads, spec.kv_heads, spec.head_width, spec.bias, rope)
+    mlp = L.Mlp(spec.hidden, spec.ffn_hidden, spec.gated_mlp, bias=spec.bias == "all")
+    return L.Block(attention, mlp, spec.norm, spec.hidden, DROPOUT_P if training.dropout else 0.0)
+
+
+def _add_lora(L: Any, model: Any, training: TrainingSpec) -> None:
+    """Freeze everything, then wrap the target linears of every block in a LoraLinear."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    if training.train_embeddings:
+        for module in (model.embed, model.head):
+            if module is not None:
+                module.weight.requires_grad_(True)
+    rank, alpha = training.lora_rank, LORA_ALPHA_PER_RANK * training.lora_rank
+    for block in model.blocks:
+        for name in training.lora_modules:
+            parent = block.attn if name in ("q", "k", "v", "o") else block.mlp
+            base = getattr(parent, name)
+            if base is not None:  # an ungated MLP has no gate to adapt
+                setattr(parent, name, L.LoraLinear(base, rank, alpha))
+
+
+def base_param_count(model: Any) -> int:
+    """Parameters of the model itself, adapters left out: what ModelSpec.n_params counts."""
+    return sum(p.numel() for name, p in model.named_parameters() if name.rsplit(".", 1)[-1] not in LORA_PARAM_NAMES)
+
+
+def trainable_param_count(model: Any) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@dataclass(frozen=True)
+class PrecisionPlan:
+    """How the bench runs the job's precision on its device."""
+
+    weight_dtype: str
+    """dtype of the trainable weights (torch attribute name: float32, bfloat16, float16)."""
+    frozen_dtype: str
+    """dtype of frozen (LoRA base) weights."""
+    autocast_dtype: str | None
+    """Autocast's compute dtype, None for none."""
+    label: str
+    """What ran, in words, for the result."""
+
+
+def precision_plan(training: TrainingSpec, device: str) -> PrecisionPlan:
+    """bf16/fp16 on CUDA: autocast over fp32 master weights (pure 16-bit weights without master
+    weights); LoRA's frozen base in 16 bits as the estimate assumes. On the CPU everything runs
+    float32: CPU bf16 autocast exists but is slow or emulated on most CPUs, and the CPU run exists
+    to exercise the code, not to measure a GPU's precision."""
+    if device == "cpu" or training.precision == "fp32":
+        asked = "" if training.precision == "fp32" else f" (the job asks {training.precision}; the CPU runs float32)"
+        return PrecisionPlan("float32", "float32", None, "float32" + asked)
+    half = {"bf16": "bfloat16", "fp16": "float16"}[training.precision]
+    frozen = half if training.method != "full" else "float32"
+    if not training.master_weights:
+        return PrecisionPlan(half, half, None, f"{training.precision} weights (no fp32 master copy)")
+    return PrecisionPlan("float32", frozen, half, f"{training.precision} autocast over fp32 master weights"
+                         + (f", frozen base in {training.precision}" if frozen == half else ""))
+
+
+def cast_model(torch: Any, model: Any, plan: PrecisionPlan, device: str) -> Any:
+    """Move to the device; trainable weights in weight_dtype, frozen ones in frozen_dtype."""
+    model = model.to(device=device, dtype=getattr(torch, plan.weight_dtype))
+    if plan.frozen_dtype != plan.weight_dtype:
+        for p in model.parameters():
+            if not p.requires_grad:
+                p.data = p.data.to(getattr(torch, plan.frozen_dtype))
+    return model

@@ -1,0 +1,56 @@
+"""The job the bench actually runs, as a job: the model cut to the built layers, on one GPU, one
+micro-batch per step, and every feature the bench does not run turned off — so that `estimate()`
+of this job is the prediction for exactly what was measured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainrig.catalog.job_file import job_to_mapping, load_job
+from trainrig.specs import Job
+
+__all__ = ["scaled_job", "scaled_mapping"]
+
+# training field → (what the bench runs, why it differs when the job asks otherwise)
+BENCH_TRAINING = {
+    "tp": (1, "one GPU"), "pp": (1, "one GPU"), "cp": (1, "one GPU"), "ep": (1, "one GPU"), "dp": (1, "one GPU"),
+    "vpp": (1, "one GPU"), "zero": (0, "one GPU, nothing to shard"), "sequence_parallel": (False, "one GPU"),
+    "grad_accum": (1, "one micro-batch per step"), "offload": ("none", "the bench does not offload"),
+    "activation_offload": (False, "the bench does not offload activations"),
+    "optimizer_in_backward": (False, "the bench steps after the backward"),
+    "loss": ("full", "the bench runs PyTorch's cross-entropy"),
+    "fused_kernels": (False, "the bench runs eager PyTorch modules"),
+    "flash_attention": (True, "the bench runs SDPA attention"), "flash_attention_version": (2, "SDPA attention"),
+    "framework": ("custom", "the bench is its own eager PyTorch loop"),
+    "packing": (True, "the bench feeds full sequences"),
+}
+
+
+def scaled_mapping(job: Job, n_layers: int) -> tuple[dict[str, Any], list[str]]:
+    """The job-file mapping of the benched job, and a note for each setting changed from the job."""
+    mapping = job_to_mapping(job)
+    notes: list[str] = []
+    mapping["model"]["n_layers"] = n_layers
+    hardware = mapping["hardware"]
+    hardware.update(n_gpus=1, gpus_per_node=1)
+    hardware.pop("inter_node", None)
+    training = mapping["training"]
+    for field, (value, why) in BENCH_TRAINING.items():
+        asked = training.get(field)  # None: the job left it unset (absent from the mapping)
+        if asked is not None and asked != value:
+            notes.append(f"{field} {asked} → {value}: {why}")
+        training[field] = value
+    if training.get("recompute") == "selective":
+        # SDPA never stores the attention scores, so selective recompute has nothing left to redo
+        training["recompute"] = "none"
+        notes.append("recompute selective → none: SDPA already keeps no attention scores to recompute")
+    training["global_batch"] = training["micro_batch"]
+    for field in ("tokens", "mean_seq_len", "checkpoint_interval_steps"):
+        training.pop(field, None)
+    return mapping, notes
+
+
+def scaled_job(job: Job, n_layers: int) -> tuple[Job, list[str]]:
+    """The benched job as a Job (for `estimate`), and the notes of what was changed."""
+    mapping, notes = scaled_mapping(job, n_layers)
+    return load_job(mapping), notes

@@ -1,0 +1,276 @@
+"""`trainrig bench` on the CPU with tiny models: the built model is the spec, a step trains, the
+clock's median is exact, the saved run validates, and bad input is one sentence with exit 2."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import typer
+
+from trainrig import load_job
+from trainrig.bench import model as bench_model
+from trainrig.bench import run as bench_run
+from trainrig.bench.result import StepTimes, median_times
+from trainrig.catalog.cases import load_cases
+from trainrig.cli.common import run_guarded
+from trainrig.specs import ModelSpec
+
+torch = pytest.importorskip("torch")
+
+TINY = {"name": "tiny", "n_layers": 4, "hidden": 64, "n_heads": 4, "ffn_hidden": 172, "vocab": 256}
+KINDS = {
+    "llama-gqa": {**TINY, "n_kv_heads": 2},
+    "gpt": {**TINY, "norm": "layernorm", "bias": "all", "gated_mlp": False, "position_embedding": "learned",
+            "max_positions": 64, "tied_embeddings": True},
+    "qwen-qkv-bias": {**TINY, "bias": "qkv", "n_kv_heads": 1, "tied_embeddings": True},
+    "explicit-head-dim": {**TINY, "head_dim": 32, "n_kv_heads": 2},
+}
+TRAINING = {"seq_len": 32, "micro_batch": 2, "global_batch": 2, "precision": "bf16"}
+
+
+def tiny_job(model=None, **training):
+    return load_job({"model": model or KINDS["llama-gqa"], "hardware": {"gpu": "h100", "n_gpus": 1},
+                     "training": {**TRAINING, **training}})
+
+
+def spec_with_layers(spec: ModelSpec, n_layers: int) -> ModelSpec:
+    return ModelSpec(**{**spec.model_dump(), "n_layers": n_layers})
+
+
+def cli(args, capsys):
+    """Run the bench verb as `trainrig` would (its error boundary included): (exit code, out, err)."""
+    from trainrig.cli.commands.bench import register
+
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    register(app)
+    code = run_guarded(app, [str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def job_file(tmp_path, model=None, **training):
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({"model": model or KINDS["llama-gqa"], "hardware": {"gpu": "h100", "n_gpus": 1},
+                                "training": {**TRAINING, **training}}))
+    return path
+
+
+# -- the model is the spec --------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_built_model_has_exactly_the_specs_parameters_for_the_built_layers(kind):
+    job = tiny_job(KINDS[kind])
+    built = bench_model.build_model(torch, job.model, job.training, n_layers=2)
+    assert bench_model.base_param_count(built) == spec_with_layers(job.model, 2).n_params
+    assert bench_model.base_param_count(built) != job.model.n_params  # 2 of 4 layers: the count saw it
+
+
+def test_lora_adds_rank_r_adapters_on_every_target_and_freezes_the_base():
+    job = tiny_job(method="lora", lora_rank=4, lora_targets=["q", "v", "down"])
+    built = bench_model.build_model(torch, job.model, job.training, n_layers=2)
+    spec = job.model
+    q_out, v_out = spec.n_heads * spec.head_width, spec.kv_heads * spec.head_width
+    per_layer = 4 * (spec.hidden + q_out) + 4 * (spec.hidden + v_out) + 4 * (spec.ffn_hidden + spec.hidden)
+    assert bench_model.trainable_param_count(built) == 2 * per_layer
+    assert bench_model.base_param_count(built) == spec_with_layers(spec, 2).n_params
+
+
+def test_importing_the_bench_and_its_verb_does_not_import_torch():
+    code = ("import sys, trainrig.bench, trainrig.bench.run, trainrig.bench.result, trainrig.cli.commands.bench\n"
+            "print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+# -- a step trains ----------------------------------------------------------------------------------
+def test_a_tiny_job_trains_on_the_cpu_with_a_finite_falling_loss():
+    result, _ = bench_run.run_bench(tiny_job(), steps=3, warmup=1, device="cpu")
+    m = result.measured
+    assert math.isfinite(m.loss_first) and math.isfinite(m.loss_last)
+    assert abs(m.loss_first - math.log(256)) < 0.5  # a random init predicts about uniformly
+    assert m.loss_last < m.loss_first  # AdamW steps on the same batch: the gradients reach the weights
+    assert m.peak_allocated_gib is None and m.peak_reserved_gib is None
+    assert result.params_built == spec_with_layers(tiny_job().model, 2).n_params
+    assert result.n_layers == 2 and result.dtype.startswith("float32")
+    assert m.tokens_per_s == pytest.approx(2 * 32 / m.step_time_s)
+
+
+def test_full_recompute_gives_the_same_losses_as_no_recompute():
+    plain, _ = bench_run.run_bench(tiny_job(), steps=2, warmup=0, device="cpu")
+    recomputed, _ = bench_run.run_bench(tiny_job(recompute="full"), steps=2, warmup=0, device="cpu")
+    assert recomputed.measured.loss_last == pytest.approx(plain.measured.loss_last, rel=1e-5)
+
+
+def saved_for_backward(job):
+    """Tensors autograd saves in one forward of the built 2-layer model."""
+    built = bench_model.build_model(torch, job.model, job.training, n_layers=2)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
+        built(torch.randint(256, (2, 32)))
+    return len(saved)
+
+
+def test_full_recompute_keeps_fewer_tensors_for_backward():
+    assert saved_for_backward(tiny_job(recompute="full")) < saved_for_backward(tiny_job()) / 2
+
+
+def test_lora_job_runs_and_only_the_adapters_train():
+    result, _ = bench_run.run_bench(tiny_job(method="lora", lora_rank=4), steps=2, warmup=1, device="cpu")
+    assert 0 < result.trainable_params < result.params_built
+    assert math.isfinite(result.measured.loss_last)
+
+
+# -- timing -------------------------------------------------------------------------------------------
+def fake_clock(durations):
+    """now() that advances by the given (forward, backward, optimizer) of each step in turn."""
+    ticks = [0.0]
+    for forward, backward, optimizer in durations:
+        for part in (forward, backward, optimizer):
+            ticks.append(ticks[-1] + part)
+        ticks.append(ticks[-1])  # the next step's first mark comes right after this one's last
+    times = iter(ticks)
+    return lambda: next(times)
+
+
+def test_an_injected_clock_gives_the_exact_medians():
+    durations = [(0.5, 1.0, 0.25), (0.125, 4.0, 0.5), (0.25, 2.0, 1.0)]  # steps 1.75, 4.625, 3.25
+    result, _ = bench_run.run_bench(tiny_job(), steps=3, warmup=2, device="cpu", now=fake_clock(durations))
+    m = result.measured
+    assert (m.step_time_s, m.forward_s, m.backward_s, m.optimizer_s) == (3.25, 0.25, 2.0, 0.5)
+    assert m.tokens_per_s == 64 / 3.25
+    assert result.error_pct["step_time_s"] == pytest.approx((result.estimated["step_time_s"] - 3.25) / 3.25 * 100)
+    ratio = 3.25 / result.estimated["step_time_s"]
+    assert result.projection["step_time_s"] == pytest.approx(result.full_estimate["step_time_s"] * ratio)
+
+
+def test_median_of_parts_is_taken_per_part():
+    steps = [StepTimes(1, 1, 1), StepTimes(3, 0, 0), StepTimes(2, 5, 2)]
+    figures = median_times(steps, tokens_per_step=30)
+    assert figures == {"step_time_s": 3, "forward_s": 2, "backward_s": 1, "optimizer_s": 1, "tokens_per_s": 10}
+
+
+# -- the verb ---------------------------------------------------------------------------------------
+def test_json_has_every_figure_and_the_saved_run_validates(tmp_path, capsys):
+    saved = tmp_path / "bench.json"
+    code, out, err = cli([job_file(tmp_path), "--steps", "2", "--warmup", "1", "--device", "cpu", "--json",
+                          "--save", saved], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    for key in ("step_time_s", "forward_s", "backward_s", "optimizer_s", "tokens_per_s", "peak_allocated_gib"):
+        assert key in data["measured"]
+    assert set(data["estimated"]) == set(data["error_pct"]) == set(data["projection"])
+    assert "timed step 2/2" in err
+    (case,) = load_cases([saved])
+    assert case.job.model.n_layers == 2 and case.job.hardware.n_gpus == 1
+    assert case.measured["step_time_s"] == data["measured"]["step_time_s"]
+    validated = subprocess.run([sys.executable, "-m", "trainrig", "validate", str(saved), "--json"],
+                               capture_output=True, text=True)
+    assert validated.returncode == 0, validated.stderr
+    assert "bench-tiny-2l" in validated.stdout
+
+
+def test_table_output_puts_measured_beside_estimated(tmp_path, capsys):
+    code, out, err = cli([job_file(tmp_path), "--steps", "1", "--warmup", "0", "--device", "cpu"], capsys)
+    assert code == 0, err
+    assert "measured vs estimated" in out and "corrected by the" in out and "N/A" in out
+
+
+def test_out_of_memory_is_a_result_and_saves_as_an_oom_run(tmp_path, monkeypatch):
+    def no_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory.")
+
+    monkeypatch.setattr(bench_run, "_measure", no_memory)
+    result, scaled = bench_run.run_bench(tiny_job(), steps=1, warmup=0, device="cpu")
+    assert result.measured is None and result.oom_message.startswith("out of memory at 2 layers (micro-batch 2")
+    saved = tmp_path / "oom.json"
+    saved.write_text(json.dumps(result.measured_run(scaled, "today")))
+    (case,) = load_cases([saved])
+    assert case.oom
+
+
+def one_sentence_error(code, err):
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    return lines[0]
+
+
+def test_qlora_without_bitsandbytes_is_one_sentence(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(bench_model, "has_bitsandbytes", lambda: False)
+    code, _, err = cli([job_file(tmp_path, method="qlora"), "--device", "cpu"], capsys)
+    assert "QLoRA needs bitsandbytes, not available here" in one_sentence_error(code, err)
+
+
+@pytest.mark.parametrize("layers", [0, 5, -1])
+def test_layers_outside_the_model_are_one_sentence(tmp_path, capsys, layers):
+    code, _, err = cli([job_file(tmp_path), "--layers", layers, "--device", "cpu"], capsys)
+    assert "between 1 and the model's 4 layers" in one_sentence_error(code, err)
+
+
+def test_a_model_the_bench_cannot_build_is_one_sentence(tmp_path, capsys):
+    moe = {**TINY, "n_experts": 4, "top_k": 2}
+    code, _, err = cli([job_file(tmp_path, moe), "--device", "cpu"], capsys)
+    assert "mixture-of-experts models are not available in bench yet" in one_sentence_error(code, err)
+
+
+@pytest.mark.parametrize(("args", "words"), [(["--steps", "0"], "--steps"), (["--device", "tpu"], "--device")])
+def test_bad_counts_and_devices_are_one_sentence(tmp_path, capsys, args, words):
+    code, _, err = cli([job_file(tmp_path), *args], capsys)
+    assert words in one_sentence_error(code, err)
+
+
+# -- the CUDA-side decisions, checked on the CPU --------------------------------------------------------
+def test_precision_plan_on_cuda_follows_the_job():
+    plan = bench_model.precision_plan(tiny_job().training, "cuda")
+    assert (plan.weight_dtype, plan.autocast_dtype) == ("float32", "bfloat16")
+    pure = bench_model.precision_plan(tiny_job(master_weights=False).training, "cuda")
+    assert (pure.weight_dtype, pure.autocast_dtype) == ("bfloat16", None)
+    lora = bench_model.precision_plan(tiny_job(method="lora").training, "cuda")
+    assert (lora.weight_dtype, lora.frozen_dtype) == ("float32", "bfloat16")
+    assert bench_model.precision_plan(tiny_job().training, "cpu").autocast_dtype is None
+
+
+def test_the_cuda_lora_plan_mixes_dtypes_without_error_under_cpu_autocast():
+    # the GPU plan (16-bit frozen base, fp32 adapters, bf16 autocast) run on the CPU's autocast
+    job = tiny_job(method="lora", lora_rank=4)
+    plan = bench_model.precision_plan(job.training, "cuda")
+    built = bench_model.cast_model(torch, bench_model.build_model(torch, job.model, job.training, 2), plan, "cpu")
+    assert {p.dtype for p in built.parameters() if not p.requires_grad} == {torch.bfloat16}
+    optimizer = torch.optim.AdamW([p for p in built.parameters() if p.requires_grad])
+    tokens = torch.randint(256, (2, 32))
+    loss = bench_run._step(torch, built, optimizer, tokens, tokens, lambda: torch.autocast("cpu", torch.bfloat16), None)
+    assert math.isfinite(float(loss))
+
+
+def test_default_layers_on_a_gpu_are_the_most_whose_estimate_fits_the_budget():
+    from trainrig.bench.scale import scaled_job
+    from trainrig.estimate import estimate
+
+    job = tiny_job()
+    reserved = [estimate(scaled_job(job, n)[0]).memory_reserved_gib for n in (1, 2, 3, 4)]
+    assert reserved == sorted(reserved) and reserved[1] < reserved[2]
+    budget_gib = (reserved[1] + reserved[2]) / 2
+    assert bench_run.resolve_layers(job, None, "cuda", budget_gib) == 2
+    assert bench_run.resolve_layers(job, None, "cuda", reserved[3] * 2) == 4
+    assert bench_run.resolve_layers(job, None, "cuda", 0.0) == 1  # the capped allocator decides then
+    assert bench_run.resolve_layers(job, None, "cpu", None) == 2
+
+
+def _preset_ids():
+    """Dense presets of every family: GPT-3 (LayerNorm, biases, learned positions, tied), Llama 2/3
+    (GQA, untied), Mistral, Qwen2.5 (Q/K/V biases)."""
+    from trainrig.catalog.models import load_model
+
+    ids = ["gpt3-125m", "gpt3-13b", "llama2-70b", "llama3-8b", "llama3.1-405b", "mistral-7b", "qwen2.5-7b"]
+    return [(name, load_model(name)) for name in ids]
+
+
+@pytest.mark.parametrize(("name", "spec"), _preset_ids(), ids=lambda v: v if isinstance(v, str) else "")
+def test_preset_models_built_on_the_meta_device_have_the_specs_parameter_count(name, spec):
+    training = tiny_job().training
+    with torch.device("meta"):  # shapes only: no memory, so the real sizes can be checked
+        built = bench_model.build_model(torch, spec, training, n_layers=spec.n_layers)
+    assert bench_model.base_param_count(built) == spec.n_params
