@@ -30,13 +30,13 @@ from trainrig.bench.scale import scaled_job, scaled_mapping
 from trainrig.catalog.job_file import load_job
 from trainrig.errors import TrainrigError
 from trainrig.specs import Job
+from trainrig.units import GIB
 
 __all__ = ["run_bench", "make_clock", "PerfClock", "CudaClock", "resolve_layers", "CPU_DEFAULT_LAYERS",
-           "MAX_STEPS", "GIB"]
+           "MAX_STEPS"]
 
 CPU_DEFAULT_LAYERS = 2
 MAX_STEPS = 10_000
-GIB = 2**30
 Progress = Callable[[str, int, int, float | None], None]
 """progress(phase, step, of_steps, loss): phase is `warm-up` or `timed`; the loss of a timed step is
 None, because reading it would synchronize the GPU inside the timed loop."""
