@@ -46,3 +46,16 @@ def test_an_unknown_verb_is_one_sentence_and_exit_2():
     done = subprocess.run([sys.executable, "-m", "trainrig", "nosuchverb"], capture_output=True, text=True)
     assert done.returncode == 2
     assert "nosuchverb" in done.stderr
+
+
+def test_the_cli_runs_without_click_installed():
+    """`pip install trainrig` brings typer, which vendors click; the CLI must not need click itself
+    (the test extras pull it in through uvicorn, which would hide the missing dependency)."""
+    code = ("import sys\nsys.modules['click'] = None  # import click now fails\n"
+            "from trainrig.cli.main import app\n"
+            "for args in (['--help'], ['gpus', '--json'], ['estimate', 'examples/llama3-8b-8xh100.yaml', '--json']):\n"
+            "    try:\n        app(args)\n"
+            "    except SystemExit as done:\n        assert done.code in (0, None), (args, done.code)\n")
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -11,9 +11,13 @@ from __future__ import annotations
 import importlib
 import sys
 
-import click
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
+
+try:  # recent typer vendors its own click (and `pip install trainrig` brings no other)
+    from typer import _click as click
+except ImportError:  # older typer runs on click itself
+    import click
 
 from trainrig.cli.common import run_guarded
 
@@ -57,7 +61,7 @@ class _LazyVerbs(TyperGroup):
         if cmd_name not in VERBS:
             return None
         if self._listing:  # the verb list needs names and one-line helps only
-            return click.Command(cmd_name, help=VERBS[cmd_name], short_help=VERBS[cmd_name])
+            return TyperCommand(name=cmd_name, help=VERBS[cmd_name], short_help=VERBS[cmd_name])
         if cmd_name not in self.commands:
             self.commands[cmd_name] = load_verb(cmd_name)
         return self.commands[cmd_name]
