@@ -25,29 +25,49 @@ FLAG_FIELDS = {
     "zero": ("training", "zero"), "recompute": ("training", "recompute"), "tokens": ("training", "tokens"),
     "method": ("training", "method"),
 }
+# flag → its help, for every verb that takes a job (estimate, fit): one text per flag
+FLAG_HELP = {
+    "model": "Model preset, config.json path.", "gpu": "GPU catalog name (h100, a100-80gb, mi300x …).",
+    "gpus": "Number of GPUs.", "gpus_per_node": "GPUs per node.",
+    "intra_node": "Link between GPUs in a node (nvlink4, pcie4-x16 …).",
+    "inter_node": "Network between nodes (ib-ndr, eth-100g …).",
+    "profile": "A `trainrig probe --save` profile to use instead of datasheets.",
+    "seq_len": "Tokens per sequence.", "global_batch": "Sequences per optimizer step.",
+    "micro_batch": "Sequences per GPU per forward/backward.", "precision": "fp32 | fp16 | bf16 | fp8.",
+    "tp": "Tensor-parallel degree.", "pp": "Pipeline-parallel stages.", "cp": "Context-parallel degree.",
+    "ep": "Expert-parallel degree.", "zero": "ZeRO stage 0–3 (FSDP full shard = 3).",
+    "recompute": "none | selective | full.", "tokens": "Training tokens, for total time and cost.",
+    "method": "full | lora | qlora.",
+}
+JobFileArgument = typer.Argument(None, help="Job file (YAML or JSON); flags override its values.")
+
+
+def job_flag(name: str, help: str | None = None) -> Any:  # noqa: A002 — typer's own keyword
+    """The option of one job flag (FLAG_FIELDS), with its shared help unless a verb words it its own way."""
+    return typer.Option(None, help=help or FLAG_HELP[name])
 
 
 def estimate(
-    job_file: Path | None = typer.Argument(None, help="Job file (YAML or JSON); flags override its values."),
-    model: str | None = typer.Option(None, help="Model preset, config.json path."),
-    gpu: str | None = typer.Option(None, help="GPU catalog name (h100, a100-80gb, mi300x …)."),
-    gpus: int | None = typer.Option(None, help="Number of GPUs."),
-    gpus_per_node: int | None = typer.Option(None, help="GPUs per node."),
-    intra_node: str | None = typer.Option(None, help="Link between GPUs in a node (nvlink4, pcie4-x16 …)."),
-    inter_node: str | None = typer.Option(None, help="Network between nodes (ib-ndr, eth-100g …)."),
-    seq_len: int | None = typer.Option(None, help="Tokens per sequence."),
-    global_batch: int | None = typer.Option(None, help="Sequences per optimizer step."),
-    micro_batch: int | None = typer.Option(None, help="Sequences per GPU per forward/backward."),
-    precision: str | None = typer.Option(None, help="fp32 | fp16 | bf16 | fp8."),
-    tp: int | None = typer.Option(None, help="Tensor-parallel degree."),
-    pp: int | None = typer.Option(None, help="Pipeline-parallel stages."),
-    cp: int | None = typer.Option(None, help="Context-parallel degree."),
-    ep: int | None = typer.Option(None, help="Expert-parallel degree."),
-    zero: int | None = typer.Option(None, help="ZeRO stage 0–3 (FSDP full shard = 3)."),
-    recompute: str | None = typer.Option(None, help="none | selective | full."),
-    method: str | None = typer.Option(None, help="full | lora | qlora."),
-    tokens: float | None = typer.Option(None, help="Training tokens, for total time and cost."),
-    profile: Path | None = typer.Option(None, help="A `trainrig probe --save` profile to use instead of datasheets."),
+    job_file: Path | None = JobFileArgument,
+    model: str | None = job_flag("model"),
+    gpu: str | None = job_flag("gpu"),
+    gpus: int | None = job_flag("gpus"),
+    gpus_per_node: int | None = job_flag("gpus_per_node"),
+    intra_node: str | None = job_flag("intra_node"),
+    inter_node: str | None = job_flag("inter_node"),
+    seq_len: int | None = job_flag("seq_len"),
+    global_batch: int | None = job_flag("global_batch"),
+    micro_batch: int | None = job_flag("micro_batch"),
+    precision: str | None = job_flag("precision"),
+    tp: int | None = job_flag("tp"),
+    pp: int | None = job_flag("pp"),
+    cp: int | None = job_flag("cp"),
+    ep: int | None = job_flag("ep"),
+    zero: int | None = job_flag("zero"),
+    recompute: str | None = job_flag("recompute"),
+    method: str | None = job_flag("method"),
+    tokens: float | None = job_flag("tokens"),
+    profile: Path | None = job_flag("profile"),
     price: float | None = typer.Option(None, help="Price per GPU-hour in USD, for the cost."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     what_if: list[str] = typer.Option(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from trainrig.cli.commands.estimate import FLAG_FIELDS, job_mapping_from_flags, typed_fields
+from trainrig.cli.commands.estimate import FLAG_FIELDS, JobFileArgument, job_flag, job_mapping_from_flags, typed_fields
 from trainrig.cli.common import SET_HELP, CatalogOption, JsonOption, console, named_as_typed, print_json
 from trainrig.fit_answers import MAX_GPUS, TOP_GPUS, fit_answer
 from trainrig.report.fit_report import fit_view
@@ -14,26 +14,26 @@ from trainrig.specs import base as bounds
 
 
 def fit(
-    job_file: Path | None = typer.Argument(None, help="Job file (YAML or JSON); flags override its values."),
-    model: str | None = typer.Option(None, help="Model preset, config.json path."),
-    gpu: str | None = typer.Option(None, help="GPU catalog name (h100, a100-80gb, mi300x …)."),
-    gpus: int | None = typer.Option(None, help="Number of GPUs."),
-    gpus_per_node: int | None = typer.Option(None, help="GPUs per node."),
-    intra_node: str | None = typer.Option(None, help="Link between GPUs in a node (nvlink4, pcie4-x16 …)."),
-    inter_node: str | None = typer.Option(None, help="Network between nodes (ib-ndr, eth-100g …)."),
-    seq_len: int | None = typer.Option(None, help="Tokens per sequence."),
-    global_batch: int | None = typer.Option(None, help="Sequences per optimizer step."),
-    micro_batch: int | None = typer.Option(None, help="Sequences per GPU per forward/backward."),
-    precision: str | None = typer.Option(None, help="fp32 | fp16 | bf16 | fp8."),
-    tp: int | None = typer.Option(None, help="Tensor-parallel degree."),
-    pp: int | None = typer.Option(None, help="Pipeline-parallel stages."),
-    cp: int | None = typer.Option(None, help="Context-parallel degree."),
-    ep: int | None = typer.Option(None, help="Expert-parallel degree."),
-    zero: int | None = typer.Option(None, help="ZeRO stage 0–3 (FSDP full shard = 3)."),
-    recompute: str | None = typer.Option(None, help="none | selective | full."),
-    method: str | None = typer.Option(None, help="full | lora | qlora."),
-    tokens: float | None = typer.Option(None, help="Training tokens, to rank GPU types by the run's cost."),
-    profile: Path | None = typer.Option(None, help="A `trainrig probe --save` profile to use instead of datasheets."),
+    job_file: Path | None = JobFileArgument,
+    model: str | None = job_flag("model"),
+    gpu: str | None = job_flag("gpu"),
+    gpus: int | None = job_flag("gpus"),
+    gpus_per_node: int | None = job_flag("gpus_per_node"),
+    intra_node: str | None = job_flag("intra_node"),
+    inter_node: str | None = job_flag("inter_node"),
+    seq_len: int | None = job_flag("seq_len"),
+    global_batch: int | None = job_flag("global_batch"),
+    micro_batch: int | None = job_flag("micro_batch"),
+    precision: str | None = job_flag("precision"),
+    tp: int | None = job_flag("tp"),
+    pp: int | None = job_flag("pp"),
+    cp: int | None = job_flag("cp"),
+    ep: int | None = job_flag("ep"),
+    zero: int | None = job_flag("zero"),
+    recompute: str | None = job_flag("recompute"),
+    method: str | None = job_flag("method"),
+    tokens: float | None = job_flag("tokens", help="Training tokens, to rank GPU types by the run's cost."),
+    profile: Path | None = job_flag("profile"),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     max_gpus: int = typer.Option(MAX_GPUS, "--max-gpus", help="Most GPUs to try when growing dp."),
     top: int = typer.Option(TOP_GPUS, "--top", help="How many GPU types to list, cheapest first."),
