@@ -197,14 +197,11 @@ class Monitor:
 
 def _warn_if_unwritten(store: Store) -> None:
     """Rows still held for a full disk are lost when this process exits: say so on stderr."""
-    from trainrig.report.monitor_report import storage_warning
+    from trainrig.report.monitor_report import exit_storage_warning
 
-    state = store.storage_state()
-    if not state.get("full_now"):
-        return
-    lost = "" if state["memory_only"] else \
-        f" This process is ending: {state['pending_rows']} rows are lost."
-    sys.stderr.write(f"trainrig.monitor: {storage_warning(state)}{lost}\n")
+    warning = exit_storage_warning(store.storage_state(), "This process is ending")
+    if warning:
+        sys.stderr.write(f"trainrig.monitor: {warning}\n")
 
 
 def _rank() -> int:

@@ -17,6 +17,15 @@ __all__ = ["runs_table", "report_renderables", "findings_renderable", "bytes_rat
            "time_text", "mfu_text", "storage_warning"]
 
 
+def exit_storage_warning(storage: dict[str, Any], who: str) -> str | None:
+    """What a process says as it exits with rows still held for a full disk (they die with it);
+    None when nothing is held. `who`: the subject of the sentence ("The monitor is exiting")."""
+    if not storage.get("full_now"):
+        return None
+    lost = "" if storage["memory_only"] else f" {who}: {storage['pending_rows']} rows are lost."
+    return f"{storage_warning(storage)}{lost}"
+
+
 def storage_warning(storage: dict[str, Any]) -> str | None:
     """One loud line when the disk refused the monitor's writes (`Store.storage_state()`)."""
     if not storage:

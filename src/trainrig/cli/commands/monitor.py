@@ -71,15 +71,11 @@ def _check_port(port: int | None, host: str) -> None:
 
 def _warn_if_unwritten(store: Any) -> None:
     """Rows still held for a full disk die with this process: the last line says so."""
-    from trainrig.report.monitor_report import storage_warning
+    from trainrig.report.monitor_report import exit_storage_warning
 
-    state = store.storage_state()
-    if not state.get("full_now"):
-        return
-    lost = "" if state["memory_only"] else \
-        f" The monitor is exiting: {state['pending_rows']} rows are lost."
-    err_console.print(f"[bold red]warning:[/] {storage_warning(state)}{lost}", highlight=False,
-                      soft_wrap=True)
+    warning = exit_storage_warning(store.storage_state(), "The monitor is exiting")
+    if warning:
+        err_console.print(f"[bold red]warning:[/] {warning}", highlight=False, soft_wrap=True)
 
 
 def _config(hz: float, job: Path | None, name: str | None, gpus: str | None,
