@@ -12,6 +12,8 @@ from trainrig.cli.main import app as cli_app
 from trainrig.web.app import create_app
 from trainrig.web.settings import Settings
 
+from .browser_support import artifacts, browser, server  # noqa: F401  (the browser tests' fixtures)
+
 # A search that takes tens of milliseconds: a small model on one GPU type, few GPUs
 SMALL_SEARCH = {"model": "gpt3-125m", "tokens": 1e9, "gpus": ["H100-SXM5-80GB"], "max_gpus": 8}
 SMALL_SEARCH_FLAGS = ["--model", "gpt3-125m", "--tokens", "1e9", "--gpus", "H100-SXM5-80GB", "--max-gpus", "8"]

@@ -1,143 +1,27 @@
-"""End to end: `trainrig serve` in its own process, driven by a real headless Chromium through Playwright.
-
-Playwright's own browser download does not work on machines without internet, so this drives the system's
-Chromium (`apt-get install chromium`; or set TRAINRIG_CHROMIUM). Screenshots land in artifacts/web/ (or
-$TRAINRIG_TEST_ARTIFACTS).
-"""
+"""End to end: `trainrig serve` in its own process, driven by a real headless Chromium through Playwright
+(the fixtures and helpers are in browser_support.py)."""
 
 from __future__ import annotations
 
-import http.client
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 
-import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-REPO = Path(__file__).parents[2]
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-LAPTOP = {"width": 1366, "height": 900}
-PHONE = {"width": 390, "height": 844}
+from .browser_support import (
+    LAPTOP,
+    PHONE,
+    REPO,
+    cli,
+    declare_huge_body,
+    fits_the_screen,
+    needs_chromium,
+    open_page,
+    post_json,
+)
+
+pytestmark = needs_chromium
 PRICE_USD = 2.5
 PLAN_GPUS = ["H100-SXM5-80GB", "A100-SXM4-80GB"]
-
-
-def _chromium() -> str | None:
-    candidates = [os.environ.get("TRAINRIG_CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser"),
-                  "/usr/bin/chromium"]
-    return next((c for c in candidates if c and Path(c).is_file()), None)
-
-
-pytestmark = pytest.mark.skipif(_chromium() is None, reason="no Chromium: apt-get install chromium")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _get(url: str, timeout_s: float = 5.0) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
-def _post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict]:
-    request = urllib.request.Request(url, data=body, method="POST",
-                                     headers={"content-type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
-def _declare_huge_body(url: str) -> tuple[int, dict]:
-    """Announce a 2 MB body and read the answer before sending it: the cap acts on the declared size."""
-    connection = http.client.HTTPConnection(url.removeprefix("http://"), timeout=30)
-    try:
-        connection.putrequest("POST", "/api/estimate")
-        connection.putheader("content-type", "application/json")
-        connection.putheader("content-length", str(2_000_000))
-        connection.endheaders()
-        answer = connection.getresponse()
-        return answer.status, json.loads(answer.read())
-    finally:
-        connection.close()
-
-
-@pytest.fixture(scope="module")
-def server():
-    """`python -m trainrig serve` on a free port; its URL once it answers."""
-    port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "trainrig", "serve", "--port", str(port)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline_s = time.monotonic() + 60
-    while time.monotonic() < deadline_s:
-        try:
-            if _get(f"{url}/api/gpus", 2)[0] == 200:
-                break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        process.kill()
-        pytest.fail(f"trainrig serve did not answer: {process.communicate()[0]}")
-    yield url
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture(scope="module")
-def artifacts() -> Path:
-    folder = Path(os.environ.get("TRAINRIG_TEST_ARTIFACTS", REPO / "artifacts" / "web"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def cli(*args: str) -> dict:
-    """The real command line's --json, as a user would run it."""
-    result = subprocess.run([sys.executable, "-m", "trainrig", *args, "--json"], capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode in (0, 1), result.stderr
-    return json.loads(result.stdout)
-
-
-def open_page(browser, url: str, viewport: dict):
-    page = browser.new_page(viewport=viewport, accept_downloads=True)
-    problems: list[str] = []
-    page.on("pageerror", lambda error: problems.append(str(error)))
-    page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
-    page.goto(url)
-    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
-    return page, problems
-
-
-def fits_the_screen(page) -> bool:
-    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
 
 
 ESTIMATE_FLAGS = ["--model", "llama3-8b", "--gpu", "H100-SXM5-80GB", "--gpus", "8", "--tokens", "1e11",
@@ -274,12 +158,12 @@ def test_the_real_server_answers_bad_input_with_4xx_and_keeps_serving(server):
          422),
     ]
     for body, status in bad:
-        answer_status, answer = _post(api, body)
+        answer_status, answer = post_json(api, body)
         assert answer_status == status, answer
         assert answer["field"] and answer["message"]
-    huge_status, huge = _declare_huge_body(server)
+    huge_status, huge = declare_huge_body(server)
     assert huge_status == 413 and huge["field"] == "body"
-    good_status, good = _post(api, json.dumps({"model": "llama3-8b", "hardware": {"gpu": "h100"}}).encode())
+    good_status, good = post_json(api, json.dumps({"model": "llama3-8b", "hardware": {"gpu": "h100"}}).encode())
     assert good_status == 200 and "mfu" in good
 
 
@@ -298,7 +182,7 @@ def fill_small_job(page) -> None:
 
 
 def test_the_what_fits_panel_shows_the_fit_api_answers_after_the_estimate(server, browser, artifacts):
-    status, expected = _post(f"{server}/api/fit", json.dumps(SMALL_JOB).encode())
+    status, expected = post_json(f"{server}/api/fit", json.dumps(SMALL_JOB).encode())
     assert status == 200, expected
     page, problems = open_page(browser, server, LAPTOP)
     fill_small_job(page)
@@ -369,7 +253,7 @@ def test_the_fine_tuning_controls_send_only_what_changed_and_round_trip_through_
     job = {"model": SMALL_JOB["model"], "hardware": SMALL_JOB["hardware"],
            "training": {**SMALL_JOB["training"], **FINETUNE}}
     assert {key: sent[key] for key in ("model", "hardware", "training")} == job  # unchanged defaults stay unsent
-    status, expected = _post(f"{server}/api/estimate", json.dumps(job).encode())
+    status, expected = post_json(f"{server}/api/estimate", json.dumps(job).encode())
     assert status == 200, expected
     assert float(page.get_attribute("[data-testid=memory]", "data-value")) == expected["memory_per_gpu_gib"]
     assert page.inner_text("[data-testid=memory]") == f"{expected['memory_per_gpu_gib']:.1f} GiB"
