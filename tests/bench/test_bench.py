@@ -14,6 +14,7 @@ import typer
 from trainrig import load_job
 from trainrig.bench import model as bench_model
 from trainrig.bench import run as bench_run
+from trainrig.bench import scale as bench_scale
 from trainrig.bench.result import StepTimes, median_times
 from trainrig.catalog.cases import load_cases
 from trainrig.cli.common import run_guarded
@@ -28,7 +29,12 @@ KINDS = {
             "max_positions": 64, "tied_embeddings": True},
     "qwen-qkv-bias": {**TINY, "bias": "qkv", "n_kv_heads": 1, "tied_embeddings": True},
     "explicit-head-dim": {**TINY, "head_dim": 32, "n_kv_heads": 2},
+    # a dense first layer, then routed experts narrower than the dense MLP and one shared expert
+    "moe-shared": {**TINY, "n_kv_heads": 2, "n_experts": 4, "top_k": 2, "expert_ffn_hidden": 48,
+                   "n_shared_experts": 1, "shared_ffn_hidden": 40, "n_dense_layers": 1},
+    "moe-gpt": {**TINY, "norm": "layernorm", "bias": "all", "gated_mlp": False, "n_experts": 3, "top_k": 1},
 }
+MOE = KINDS["moe-shared"]
 TRAINING = {"seq_len": 32, "micro_batch": 2, "global_batch": 2, "precision": "bf16"}
 
 
@@ -115,6 +121,35 @@ def saved_for_backward(job):
 
 def test_full_recompute_keeps_fewer_tensors_for_backward():
     assert saved_for_backward(tiny_job(recompute="full")) < saved_for_backward(tiny_job()) / 2
+
+
+def test_each_token_gets_the_renormalized_top_k_of_its_routed_experts_plus_the_shared_ones():
+    job = tiny_job(MOE)
+    torch.manual_seed(1)
+    moe = bench_model.build_model(torch, job.model, job.training, n_layers=2).blocks[1].mlp
+    x = torch.randn(3, 5, job.model.hidden)
+    with torch.no_grad():
+        got = moe(x).reshape(-1, job.model.hidden)
+        for row, token in enumerate(x.reshape(-1, job.model.hidden)):  # one token at a time, by the definition
+            scores = token @ moe.router.weight.T
+            best = sorted(range(len(scores)), key=lambda e: -float(scores[e]))[: job.model.top_k]
+            gates = torch.softmax(scores[best], dim=0)  # softmax then renormalizing the k = softmax over the k
+            expected = sum(g * moe.experts[e](token) for g, e in zip(gates, best, strict=True)) + moe.shared[0](token)
+            assert torch.allclose(got[row], expected, atol=1e-5), row
+
+
+def test_an_moe_job_trains_and_every_expert_parameter_is_counted():
+    result, _ = bench_run.run_bench(tiny_job(MOE, micro_batch=4, global_batch=4), steps=3, warmup=1, device="cpu")
+    assert result.params_built == spec_with_layers(tiny_job(MOE).model, 2).n_params
+    assert result.measured.loss_last < result.measured.loss_first
+
+
+def test_a_benched_moe_model_keeps_an_moe_layer_when_its_dense_layers_are_all_built():
+    job = tiny_job({**MOE, "n_dense_layers": 3})
+    mapping, notes = bench_scale.scaled_mapping(job, 2)
+    assert mapping["model"]["n_dense_layers"] == 1
+    assert any(note.startswith("n_dense_layers 3 → 1") for note in notes)
+    assert bench_scale.scaled_mapping(tiny_job(MOE), 2)[0]["model"]["n_dense_layers"] == 1  # 1 < 2: as it was
 
 
 def test_lora_job_runs_and_only_the_adapters_train():
@@ -211,9 +246,18 @@ def test_layers_outside_the_model_are_one_sentence(tmp_path, capsys, layers):
 
 
 def test_a_model_the_bench_cannot_build_is_one_sentence(tmp_path, capsys):
-    moe = {**TINY, "n_experts": 4, "top_k": 2}
-    code, _, err = cli([job_file(tmp_path, moe), "--device", "cpu"], capsys)
-    assert "mixture-of-experts models are not available in bench yet" in one_sentence_error(code, err)
+    alibi = {**TINY, "position_embedding": "alibi"}
+    code, _, err = cli([job_file(tmp_path, alibi), "--device", "cpu"], capsys)
+    assert "ALiBi attention is not available in bench yet" in one_sentence_error(code, err)
+
+
+def test_lora_on_the_experts_is_one_sentence_and_lora_on_attention_runs(tmp_path, capsys):
+    code, _, err = cli([job_file(tmp_path, MOE, method="lora", lora_targets=["q", "gate"]), "--device", "cpu"],
+                       capsys)
+    assert "LoRA on the experts' MLP linears is not available" in one_sentence_error(code, err)
+    attention_only = tiny_job(MOE, method="lora", lora_rank=4, lora_targets=["q", "v"])
+    result, _ = bench_run.run_bench(attention_only, steps=1, warmup=0, device="cpu")
+    assert 0 < result.trainable_params < result.params_built
 
 
 @pytest.mark.parametrize(("args", "words"), [(["--steps", "0"], "--steps"), (["--device", "tpu"], "--device")])
@@ -260,11 +304,12 @@ def test_default_layers_on_a_gpu_are_the_most_whose_estimate_fits_the_budget():
 
 
 def _preset_ids():
-    """Dense presets of every family: GPT-3 (LayerNorm, biases, learned positions, tied), Llama 2/3
-    (GQA, untied), Mistral, Qwen2.5 (Q/K/V biases)."""
+    """Presets of every family: GPT-3 (LayerNorm, biases, learned positions, tied), Llama 2/3
+    (GQA, untied), Mistral, Qwen2.5 (Q/K/V biases), Mixtral (8 experts, top 2)."""
     from trainrig.catalog.models import load_model
 
-    ids = ["gpt3-125m", "gpt3-13b", "llama2-70b", "llama3-8b", "llama3.1-405b", "mistral-7b", "qwen2.5-7b"]
+    ids = ["gpt3-125m", "gpt3-13b", "llama2-70b", "llama3-8b", "llama3.1-405b", "mistral-7b", "qwen2.5-7b",
+           "mixtral-8x7b"]
     return [(name, load_model(name)) for name in ids]
 
 

@@ -86,8 +86,39 @@ class Mlp(nn.Module):
         return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
+class MoeMlp(nn.Module):
+    """A mixture-of-experts MLP: a linear router picks each token's top-k routed experts (softmax over
+    all experts, the k chosen weights renormalized to sum to one, as Mixtral does), and shared experts
+    (DeepSeek/Qwen-MoE) see every token. Dropless: every routed token is computed.
+
+    The experts run one after another on the tokens routed to each, as Hugging Face transformers'
+    Mixtral block does; frameworks with grouped GEMMs (Megatron, torchtitan) run them faster. There is
+    no auxiliary load-balancing loss: its cost is one small reduction per layer."""
+
+    def __init__(self, hidden: int, experts: list[Mlp], shared: list[Mlp], top_k: int) -> None:
+        super().__init__()
+        self.router = nn.Linear(hidden, len(experts), bias=False)
+        self.experts, self.shared = nn.ModuleList(experts), nn.ModuleList(shared)
+        self.top_k = top_k
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = x.reshape(-1, x.shape[-1])
+        # routing in fp32: bf16 softmax ties and rounding would change which experts win
+        probabilities = F.softmax(self.router(tokens).float(), dim=-1)
+        weights, chosen = probabilities.topk(self.top_k, dim=-1)
+        weights = (weights / weights.sum(dim=-1, keepdim=True)).to(tokens.dtype)
+        out = torch.zeros_like(tokens)
+        for index, expert in enumerate(self.experts):
+            token, slot = (chosen == index).nonzero(as_tuple=True)
+            if token.numel():  # an expert no token chose does no work (and gets no gradient)
+                out = out.index_add(0, token, expert(tokens[token]) * weights[token, slot, None])
+        for expert in self.shared:
+            out = out + expert(tokens)
+        return out.view_as(x)
+
+
 class Block(nn.Module):
-    def __init__(self, attention: Attention, mlp: Mlp, norm: str, hidden: int, dropout: float) -> None:
+    def __init__(self, attention: Attention, mlp: Mlp | MoeMlp, norm: str, hidden: int, dropout: float) -> None:
         super().__init__()
         self.attn_norm, self.attn = norm_layer(norm, hidden), attention
         self.mlp_norm, self.mlp = norm_layer(norm, hidden), mlp

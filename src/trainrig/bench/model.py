@@ -2,9 +2,10 @@
 
 What the spec describes and the bench builds: Llama-style (RMSNorm, rotary, SwiGLU, GQA, no biases)
 and GPT-style (LayerNorm, learned positions, GeLU MLP, biases) blocks, explicit head_dim, tied
-embeddings, dropout; LoRA adapters on the job's target linears. What it refuses, in one sentence
-each: mixture-of-experts, ALiBi, a sliding window shorter than the sequence, fp8, QLoRA and the
-bitsandbytes optimizers. torch is imported inside the functions only.
+embeddings, dropout; mixture-of-experts layers (top-k router, routed and shared experts, leading
+dense layers); LoRA adapters on the job's target linears. What it refuses, in one sentence each:
+ALiBi, a sliding window shorter than the sequence, LoRA on experts, fp8, QLoRA and the bitsandbytes
+optimizers. torch is imported inside the functions only.
 """
 
 from __future__ import annotations
@@ -42,8 +43,6 @@ def has_bitsandbytes() -> bool:
 
 def check_buildable(spec: ModelSpec, training: TrainingSpec) -> None:
     """Raise one sentence for what the bench cannot build or run yet."""
-    if spec.is_moe:
-        raise TrainrigError("model.n_experts", "mixture-of-experts models are not available in bench yet.")
     if spec.position_embedding == "alibi":
         raise TrainrigError("model.position_embedding", "ALiBi attention is not available in bench yet.")
     if spec.sliding_window is not None and spec.sliding_window < training.seq_len:
@@ -53,6 +52,9 @@ def check_buildable(spec: ModelSpec, training: TrainingSpec) -> None:
         raise TrainrigError("model.head_dim", f"rotary embeddings need an even head width (got {spec.head_width}).")
     if spec.position_embedding == "learned" and training.seq_len > (spec.max_positions or 0):
         raise TrainrigError("training.seq_len", f"exceeds the learned position table ({spec.max_positions}).")
+    if spec.is_moe and training.method != "full" and set(training.lora_modules) - {"q", "k", "v", "o"}:
+        raise TrainrigError("training.lora_targets", "LoRA on the experts' MLP linears is not available in bench yet;"
+                                                     " target the attention linears (q, k, v, o).")
     _check_training(training)
 
 
@@ -73,7 +75,7 @@ def build_model(torch: Any, spec: ModelSpec, training: TrainingSpec, n_layers: i
     from trainrig.bench import layers as L  # imports torch: only now
 
     head_dim, rope = spec.head_width, spec.position_embedding == "rope"
-    blocks = [_block(L, spec, training) for _ in range(n_layers)]
+    blocks = [_block(L, spec, training, moe=spec.is_moe and layer >= spec.n_dense_layers) for layer in range(n_layers)]
     embed = torch.nn.Embedding(spec.vocab, spec.hidden)
     positions = torch.nn.Embedding(spec.max_positions, spec.hidden) if spec.position_embedding == "learned" else None
     head = None if spec.tied_embeddings else torch.nn.Linear(spec.hidden, spec.vocab, bias=False)
@@ -95,11 +97,20 @@ def _init_weights(torch: Any, model: Any) -> None:
             torch.nn.init.zeros_(module.bias)
 
 
-def _block(L: Any, spec: ModelSpec, training: TrainingSpec) -> Any:
+def _block(L: Any, spec: ModelSpec, training: TrainingSpec, moe: bool) -> Any:
     rope = spec.position_embedding == "rope"
     attention = L.Attention(spec.hidden, spec.n_heads, spec.kv_heads, spec.head_width, spec.bias, rope)
-    mlp = L.Mlp(spec.hidden, spec.ffn_hidden, spec.gated_mlp, bias=spec.bias == "all")
+    mlp = _moe_mlp(L, spec) if moe else L.Mlp(spec.hidden, spec.ffn_hidden, spec.gated_mlp, bias=spec.bias == "all")
     return L.Block(attention, mlp, spec.norm, spec.hidden, DROPOUT_P if training.dropout else 0.0)
+
+
+def _moe_mlp(L: Any, spec: ModelSpec) -> Any:
+    def expert(width: int) -> Any:
+        return L.Mlp(spec.hidden, width, spec.gated_mlp, bias=spec.bias == "all")
+
+    routed = [expert(spec.expert_ffn) for _ in range(spec.n_experts)]
+    shared = [expert(spec.shared_ffn) for _ in range(spec.n_shared_experts)]
+    return L.MoeMlp(spec.hidden, routed, shared, spec.top_k)
 
 
 def _add_lora(L: Any, model: Any, training: TrainingSpec) -> None:

@@ -31,6 +31,11 @@ def scaled_mapping(job: Job, n_layers: int) -> tuple[dict[str, Any], list[str]]:
     mapping = job_to_mapping(job)
     notes: list[str] = []
     mapping["model"]["n_layers"] = n_layers
+    dense = job.model.n_dense_layers
+    if job.model.is_moe and dense and dense >= n_layers:
+        # the bench builds the model's first layers; keep one MoE layer so the experts are measured
+        mapping["model"]["n_dense_layers"] = n_layers - 1
+        notes.append(f"n_dense_layers {dense} → {n_layers - 1}: at least one of the {n_layers} built layers is MoE")
     hardware = mapping["hardware"]
     hardware.update(n_gpus=1, gpus_per_node=1)
     hardware.pop("inter_node", None)
