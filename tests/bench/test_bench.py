@@ -217,7 +217,7 @@ def test_out_of_memory_is_a_result_and_saves_as_an_oom_run(tmp_path, monkeypatch
     def no_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory.")
 
-    monkeypatch.setattr(bench_run, "_measure", no_memory)
+    monkeypatch.setattr(bench_run, "measure_rank", no_memory)
     result, scaled = bench_run.run_bench(tiny_job(), steps=1, warmup=0, device="cpu")
     assert result.measured is None and result.oom_message.startswith("out of memory at 2 layers (micro-batch 2")
     saved = tmp_path / "oom.json"

@@ -12,8 +12,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["StepTimes", "Measurement", "BenchResult", "median_times", "compare", "PROJECTION_LABEL",
-           "COMPARED"]
+__all__ = ["StepTimes", "RankRun", "Measurement", "BenchResult", "median_times", "combine_ranks", "compare",
+           "PROJECTION_LABEL", "COMPARED"]
 
 PROJECTION_LABEL = "full-size job: its estimate corrected by the measured ratio (not a measurement)"
 # measured figure → the Estimate attribute it is compared with
@@ -36,6 +36,24 @@ class StepTimes:
     @property
     def step_s(self) -> float:
         return self.forward_s + self.backward_s + self.optimizer_s
+
+
+@dataclass(frozen=True)
+class RankRun:
+    """What one process measured, before the ranks are combined."""
+
+    times: list[StepTimes]
+    """Each timed step, in order."""
+    peak_allocated_gib: float | None
+    peak_reserved_gib: float | None
+    loss_first: float
+    loss_last: float
+    params_built: int
+    trainable_params: int
+    parameter_checksum: float
+    """Sum of this rank's parameter storage after the last step, in float64. Data-parallel replicas
+    (DDP) hold the same weights after every step, so their checksums agree exactly; ranks that trained
+    apart would not."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +85,18 @@ def median_times(steps: list[StepTimes], tokens_per_step: int) -> dict[str, floa
     }
 
 
+def combine_ranks(runs: list[RankRun], tokens_per_step: int) -> Measurement:
+    """One measurement from every rank's: each step lasts as long as its slowest rank (the ranks meet
+    in every gradient reduction), the peak is the fullest rank's, the loss the mean over ranks (the
+    loss of the whole global batch, as the ranks' batches are the same size)."""
+    slowest = [max(step, key=lambda t: t.step_s) for step in zip(*(r.times for r in runs), strict=True)]
+    peaks = [r.peak_allocated_gib for r in runs], [r.peak_reserved_gib for r in runs]
+    allocated, reserved = (None if None in values else max(values) for values in peaks)
+    return Measurement(**median_times(slowest, tokens_per_step), peak_allocated_gib=allocated,
+                       peak_reserved_gib=reserved, loss_first=statistics.fmean(r.loss_first for r in runs),
+                       loss_last=statistics.fmean(r.loss_last for r in runs))
+
+
 @dataclass
 class BenchResult:
     """One bench: what ran, what it measured (None after an out-of-memory), and the comparison."""
@@ -88,6 +118,10 @@ class BenchResult:
     steps: int
     warmup: int
     torch_version: str
+    n_gpus: int
+    """Processes that ran, one per GPU (or CPU process), data-parallel when more than one."""
+    parallel: str
+    """How the processes shared the work, in words (`one process`, DDP, FSDP ...)."""
     params_built: int
     """Parameters of the built model without adapters; equals the scaled spec's n_params."""
     trainable_params: int
@@ -113,17 +147,18 @@ class BenchResult:
 
     def measured_run(self, scaled_mapping: dict[str, Any], date: str) -> dict[str, Any]:
         """The measured-run format `trainrig validate` reads (docs/job-file.md, Measured runs)."""
-        run = {"id": f"bench-{self.model}-{self.n_layers}l-mb{self.micro_batch}-s{self.seq_len}",
+        gpus = f"-{self.n_gpus}gpu" if self.n_gpus > 1 else ""
+        run = {"id": f"bench-{self.model}-{self.n_layers}l-mb{self.micro_batch}-s{self.seq_len}{gpus}",
                "source": f"trainrig bench on {self.device_name} ({self.device}), torch {self.torch_version}, {date}",
                "note": "; ".join([f"ran {self.dtype}", *self.notes, *self.warnings]),
                **scaled_mapping}
-        run["measured"] = {"oom": True} if self.measured is None else _measured_keys(self.measured)
+        run["measured"] = {"oom": True} if self.measured is None else _measured_keys(self.measured, self.n_gpus)
         return run
 
 
-def _measured_keys(m: Measurement) -> dict[str, float]:
-    """One GPU, so tokens/s per GPU is tokens/s; memory only where it was measured."""
-    keys = {"step_time_s": m.step_time_s, "tokens_per_s_per_gpu": m.tokens_per_s}
+def _measured_keys(m: Measurement, n_gpus: int) -> dict[str, float]:
+    """tokens/s is the whole job's, so per GPU divides by the processes; memory only where measured."""
+    keys = {"step_time_s": m.step_time_s, "tokens_per_s_per_gpu": m.tokens_per_s / n_gpus}
     if m.peak_allocated_gib:
         keys["memory_gib"] = m.peak_allocated_gib
     if m.peak_reserved_gib:

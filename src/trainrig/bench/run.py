@@ -25,18 +25,20 @@ from trainrig.bench.model import (
     precision_plan,
     trainable_param_count,
 )
-from trainrig.bench.result import BenchResult, Measurement, StepTimes, compare, estimate_figures, median_times
+from trainrig.bench.result import BenchResult, RankRun, StepTimes, combine_ranks, compare, estimate_figures
 from trainrig.bench.scale import scaled_job, scaled_mapping
 from trainrig.catalog.job_file import load_job
 from trainrig.errors import TrainrigError
 from trainrig.specs import Job
 from trainrig.units import GIB
 
-__all__ = ["run_bench", "make_clock", "PerfClock", "CudaClock", "resolve_layers", "CPU_DEFAULT_LAYERS",
-           "MAX_STEPS"]
+__all__ = ["run_bench", "make_clock", "PerfClock", "CudaClock", "resolve_layers", "resolve_gpus", "measure_rank",
+           "memory_cap", "parallel_label", "CPU_DEFAULT_LAYERS", "MAX_STEPS", "MAX_CPU_PROCESSES"]
 
 CPU_DEFAULT_LAYERS = 2
 MAX_STEPS = 10_000
+MAX_CPU_PROCESSES = 16
+"""Data-parallel CPU processes at most: the CPU path exists to exercise the distributed code."""
 Progress = Callable[[str, int, int, float | None], None]
 """progress(phase, step, of_steps, loss): phase is `warm-up` or `timed`; the loss of a timed step is
 None, because reading it would synchronize the GPU inside the timed loop."""
@@ -99,7 +101,7 @@ def check_counts(steps: int, warmup: int) -> None:
         raise TrainrigError("--warmup", f"must be between 0 and {MAX_STEPS} (got {warmup}).")
 
 
-def resolve_layers(job: Job, layers: int | None, device: str, budget_gib: float | None) -> int:
+def resolve_layers(job: Job, layers: int | None, device: str, budget_gib: float | None, n_gpus: int = 1) -> int:
     """The layers to build: as given (checked), 2 on the CPU, else the most whose estimated reserved
     peak fits the budget (at least 1: the capped allocator turns a wrong estimate into an OOM result)."""
     full = job.model.n_layers
@@ -114,7 +116,7 @@ def resolve_layers(job: Job, layers: int | None, device: str, budget_gib: float 
     low, high = 1, full  # the estimated memory grows with layers: bisect for the largest that fits
     while low < high:
         middle = (low + high + 1) // 2
-        if estimate(scaled_job(job, middle)[0]).memory_reserved_gib <= budget_gib:
+        if estimate(scaled_job(job, middle, n_gpus)[0]).memory_reserved_gib <= budget_gib:
             low = middle
         else:
             high = middle - 1
@@ -122,39 +124,68 @@ def resolve_layers(job: Job, layers: int | None, device: str, budget_gib: float 
 
 
 def run_bench(job: Job, layers: int | None = None, steps: int = 5, warmup: int = 2, device: str | None = None,
-              now: Callable[[], float] | None = None, progress: Progress | None = None
+              now: Callable[[], float] | None = None, progress: Progress | None = None, gpus: int | None = None
               ) -> tuple[BenchResult, dict[str, Any]]:
-    """Bench the job here: (the result, the scaled job's mapping for a measured-run file)."""
+    """Bench the job here: (the result, the scaled job's mapping for a measured-run file). With more
+    than one GPU (`gpus`, default: the job's data-parallel width on this node's GPUs; 1 on the CPU) the
+    ranks run data-parallel in their own processes (`trainrig.bench.distributed`)."""
     from trainrig.estimate import estimate
 
     check_counts(steps, warmup)
     check_buildable(job.model, job.training)
     torch = import_torch()
     device = resolve_device(torch, device)
+    n_gpus = resolve_gpus(torch, job, gpus, device)
     budget_gib = _cuda_budget_gib(torch) if device == "cuda" else None
-    n_layers = resolve_layers(job, layers, device, budget_gib)
-    mapping, notes = scaled_mapping(job, n_layers)
+    n_layers = resolve_layers(job, layers, device, budget_gib, n_gpus)
+    mapping, notes = scaled_mapping(job, n_layers, n_gpus)
     scaled = load_job(mapping)
     estimated, full = estimate_figures(estimate(scaled)), estimate_figures(estimate(job))
-    result = _empty_result(torch, job, scaled, device, steps, warmup, estimated, full, notes)
-    clock = make_clock(torch, device, now)
-    with _memory_cap(torch, device, budget_gib):
-        try:
-            result.measured, result.params_built, result.trainable_params = _measure(
-                torch, scaled, device, clock, steps, warmup, progress)
-        except (torch.OutOfMemoryError, MemoryError):
-            result.oom_message = _oom_sentence(scaled, estimated, budget_gib)
-        finally:
-            gc.collect()  # the failed step's tensors are referenced from the traceback until now
-            if device == "cuda":
-                torch.cuda.empty_cache()
-    if result.measured is not None:
+    result = _empty_result(torch, job, scaled, device, steps, warmup, estimated, full, notes, n_gpus)
+    tokens_per_step = scaled.training.micro_batch * scaled.training.seq_len * n_gpus
+    if n_gpus > 1:
+        from trainrig.bench.distributed import run_ranks
+
+        runs = run_ranks(scaled, n_gpus, device, steps, warmup, budget_gib, progress)
+    else:
+        runs = _one_rank(torch, scaled, device, make_clock(torch, device, now), steps, warmup, budget_gib, progress)
+    if runs is None:
+        result.oom_message = _oom_sentence(scaled, estimated, budget_gib)
+    else:
+        result.measured = combine_ranks(runs, tokens_per_step)
+        result.params_built, result.trainable_params = runs[0].params_built, runs[0].trainable_params
         result.error_pct, result.projection = compare(result.measured, estimated, full)
     return result, mapping
 
 
+def resolve_gpus(torch: Any, job: Job, gpus: int | None, device: str) -> int:
+    """Processes to run: as given (checked), else on CUDA the job's data-parallel width capped at this
+    node's GPUs, on the CPU one."""
+    local = torch.cuda.device_count() if device == "cuda" else MAX_CPU_PROCESSES
+    if gpus is not None:
+        if not 1 <= gpus <= local:
+            where = f"the {local} GPUs torch sees" if device == "cuda" else f"{local} CPU processes"
+            raise TrainrigError("--gpus", f"must be between 1 and {where} (got {gpus}).")
+        return gpus
+    return min(job.training.dp, local) if device == "cuda" else 1
+
+
+def _one_rank(torch: Any, job: Job, device: str, clock: Any, steps: int, warmup: int, budget_gib: float | None,
+              progress: Progress | None) -> list[RankRun] | None:
+    """This process as the only rank: its run, or None after an out-of-memory."""
+    with memory_cap(torch, device, budget_gib):
+        try:
+            return [measure_rank(torch, job, device, clock, steps, warmup, progress)]
+        except (torch.OutOfMemoryError, MemoryError):
+            return None
+        finally:
+            gc.collect()  # the failed step's tensors are referenced from the traceback until now
+            if device == "cuda":
+                torch.cuda.empty_cache()
+
+
 def _empty_result(torch: Any, job: Job, scaled: Job, device: str, steps: int, warmup: int,
-                  estimated: dict[str, float], full: dict[str, float], notes: list[str]) -> BenchResult:
+                  estimated: dict[str, float], full: dict[str, float], notes: list[str], n_gpus: int) -> BenchResult:
     plan = precision_plan(scaled.training, device)
     device_name = torch.cuda.get_device_name(0) if device == "cuda" else _cpu_name()
     warnings = []
@@ -165,23 +196,39 @@ def _empty_result(torch: Any, job: Job, scaled: Job, device: str, steps: int, wa
         model=job.model.name, device=device, device_name=device_name, estimated_gpu=job.hardware.gpu.name,
         n_layers=scaled.model.n_layers, n_layers_full=job.model.n_layers, micro_batch=scaled.training.micro_batch,
         seq_len=scaled.training.seq_len, dtype=plan.label, steps=steps, warmup=warmup,
-        torch_version=str(torch.__version__), params_built=0, trainable_params=0, measured=None,
-        estimated=estimated, full_estimate=full, notes=notes, warnings=warnings)
+        torch_version=str(torch.__version__), n_gpus=n_gpus, parallel=parallel_label(scaled.training, n_gpus),
+        params_built=0, trainable_params=0, measured=None, estimated=estimated, full_estimate=full, notes=notes,
+        warnings=warnings)
 
 
-def _measure(torch: Any, job: Job, device: str, clock: Any, steps: int, warmup: int,
-             progress: Progress | None) -> tuple[Measurement, int, int]:
-    """Build, run warm-up and timed steps; (medians and peaks, base params, trainable params)."""
+def parallel_label(training: Any, n_gpus: int) -> str:
+    """How the ranks share the work, in words: what `trainrig.bench.distributed` wraps the model in."""
+    if n_gpus == 1:
+        return "one process"
+    if training.zero == 0:
+        return f"DDP over {n_gpus} processes"
+    keep = "resharded after forward (ZeRO-3)" if training.zero >= 3 else "kept after forward (ZeRO-2)"
+    return f"FSDP over {n_gpus} processes, parameters {keep}"
+
+
+def measure_rank(torch: Any, job: Job, device: str, clock: Any, steps: int, warmup: int,
+                 progress: Progress | None, wrap: Callable[[Any], Any] | None = None, seed: int = 0) -> RankRun:
+    """Build (and `wrap`, for data parallelism), run warm-up and timed steps; this process's run.
+    The weights start the same on every rank (seed 0); the data differs by `seed`."""
     torch.manual_seed(0)
     spec, training = job.model, job.training
     plan = precision_plan(training, device)
     with torch.device(device):  # built where it runs: no full fp32 copy in host memory first
         model = cast_model(torch, build_model(torch, spec, training, spec.n_layers), plan, device)
+    params_built, trainable = base_param_count(model), trainable_param_count(model)
     model.train()
+    if wrap is not None:
+        model = wrap(model)
     optimizer = _optimizer(torch, model, device)
+    generator = torch.Generator(device=device).manual_seed(seed)
     shape = (training.micro_batch, training.seq_len)
-    tokens = torch.randint(spec.vocab, shape, device=device)
-    labels = torch.randint(spec.vocab, shape, device=device)
+    tokens = torch.randint(spec.vocab, shape, device=device, generator=generator)
+    labels = torch.randint(spec.vocab, shape, device=device, generator=generator)
     autocast = _autocast(torch, device, plan.autocast_dtype)
     for index in range(warmup):
         loss = _step(torch, model, optimizer, tokens, labels, autocast, None)
@@ -197,12 +244,18 @@ def _measure(torch: Any, job: Job, device: str, clock: Any, steps: int, warmup: 
         _report(progress, "timed", index, steps, None)
     clock.sync()
     times = [StepTimes(*(clock.seconds(m[i], m[i + 1]) for i in range(3))) for m in timed]
-    figures = median_times(times, training.micro_batch * training.seq_len)
-    peaks = _peaks_gib(torch, device)
+    allocated, reserved = _peaks_gib(torch, device)
     loss_values = [float(loss) for loss in losses]  # read after timing: .item() would synchronize inside it
-    measured = Measurement(**figures, peak_allocated_gib=peaks[0], peak_reserved_gib=peaks[1],
-                           loss_first=loss_values[0], loss_last=loss_values[-1])
-    return measured, base_param_count(model), trainable_param_count(model)
+    checksum = float(sum(p.detach().double().sum() for p in _local_tensors(model)))
+    return RankRun(times=times, peak_allocated_gib=allocated, peak_reserved_gib=reserved,
+                   loss_first=loss_values[0], loss_last=loss_values[-1], params_built=params_built,
+                   trainable_params=trainable, parameter_checksum=checksum)
+
+
+def _local_tensors(model: Any) -> list[Any]:
+    """This rank's parameter storage: FSDP's sharded parameters are DTensors, whose local part is
+    what this rank holds."""
+    return [getattr(p, "_local_tensor", p) for p in model.parameters()]
 
 
 def _step(torch: Any, model: Any, optimizer: Any, tokens: Any, labels: Any, autocast: Any,
@@ -254,7 +307,7 @@ def _cuda_budget_gib(torch: Any) -> float:
 
 
 @contextlib.contextmanager
-def _memory_cap(torch: Any, device: str, budget_gib: float | None):
+def memory_cap(torch: Any, device: str, budget_gib: float | None):
     """Cap the caching allocator at what it holds now plus the budget, so the bench can never take
     memory beyond free minus the margin: past it the allocator raises OutOfMemoryError."""
     if device != "cuda" or budget_gib is None:

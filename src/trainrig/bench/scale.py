@@ -1,6 +1,7 @@
-"""The job the bench actually runs, as a job: the model cut to the built layers, on one GPU, one
-micro-batch per step, and every feature the bench does not run turned off — so that `estimate()`
-of this job is the prediction for exactly what was measured."""
+"""The job the bench actually runs, as a job: the model cut to the built layers, on one GPU (or N
+data-parallel processes on this node), one micro-batch per step, and every feature the bench does
+not run turned off — so that `estimate()` of this job is the prediction for exactly what was
+measured."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ BENCH_TRAINING = {
 }
 
 
-def scaled_mapping(job: Job, n_layers: int) -> tuple[dict[str, Any], list[str]]:
-    """The job-file mapping of the benched job, and a note for each setting changed from the job."""
+def scaled_mapping(job: Job, n_layers: int, n_gpus: int = 1) -> tuple[dict[str, Any], list[str]]:
+    """The job-file mapping of the benched job on `n_gpus` data-parallel processes of one node, and a
+    note for each setting changed from the job."""
     mapping = job_to_mapping(job)
     notes: list[str] = []
     mapping["model"]["n_layers"] = n_layers
@@ -37,10 +39,10 @@ def scaled_mapping(job: Job, n_layers: int) -> tuple[dict[str, Any], list[str]]:
         mapping["model"]["n_dense_layers"] = n_layers - 1
         notes.append(f"n_dense_layers {dense} → {n_layers - 1}: at least one of the {n_layers} built layers is MoE")
     hardware = mapping["hardware"]
-    hardware.update(n_gpus=1, gpus_per_node=1)
+    hardware.update(n_gpus=n_gpus, gpus_per_node=n_gpus)
     hardware.pop("inter_node", None)
     training = mapping["training"]
-    for field, (value, why) in BENCH_TRAINING.items():
+    for field, (value, why) in _bench_training(training, n_gpus).items():
         asked = training.get(field)  # None: the job left it unset (absent from the mapping)
         if asked is not None and asked != value:
             notes.append(f"{field} {asked} → {value}: {why}")
@@ -49,13 +51,26 @@ def scaled_mapping(job: Job, n_layers: int) -> tuple[dict[str, Any], list[str]]:
         # SDPA never stores the attention scores, so selective recompute has nothing left to redo
         training["recompute"] = "none"
         notes.append("recompute selective → none: SDPA already keeps no attention scores to recompute")
-    training["global_batch"] = training["micro_batch"]
+    training["global_batch"] = training["micro_batch"] * n_gpus
     for field in ("tokens", "mean_seq_len", "checkpoint_interval_steps"):
         training.pop(field, None)
     return mapping, notes
 
 
-def scaled_job(job: Job, n_layers: int) -> tuple[Job, list[str]]:
+def _bench_training(training: dict[str, Any], n_gpus: int) -> dict[str, tuple[Any, str]]:
+    """What the bench runs for each training field: on one process as BENCH_TRAINING; on several,
+    data parallelism over them with the job's ZeRO stage run by FSDP, which shards the gradients
+    with the optimizer states, so ZeRO-1 runs (and is estimated) as ZeRO-2."""
+    if n_gpus == 1:
+        return BENCH_TRAINING
+    where = f"{n_gpus} data-parallel processes on this node"
+    zero = training.get("zero") or 0
+    ran = (2, "FSDP shards the gradients with the optimizer states") if zero == 1 else (zero, "")
+    return {**BENCH_TRAINING, "dp": (n_gpus, where), "zero": ran, "tp": (1, where), "pp": (1, where),
+            "cp": (1, where), "ep": (1, where), "vpp": (1, where), "sequence_parallel": (False, where)}
+
+
+def scaled_job(job: Job, n_layers: int, n_gpus: int = 1) -> tuple[Job, list[str]]:
     """The benched job as a Job (for `estimate`), and the notes of what was changed."""
-    mapping, notes = scaled_mapping(job, n_layers)
+    mapping, notes = scaled_mapping(job, n_layers, n_gpus)
     return load_job(mapping), notes

@@ -37,8 +37,9 @@ def bench_view(result: BenchResult) -> Group:
 
 def _header(r: BenchResult) -> Text:
     text = Text()
-    text.append(f"bench {r.model}: {r.n_layers} of {r.n_layers_full} layers on {r.device_name} ({r.device})",
-                style="bold")
+    where = f"{r.n_gpus} × {r.device_name} ({r.device}, {r.parallel})" if r.n_gpus > 1 else \
+        f"{r.device_name} ({r.device})"
+    text.append(f"bench {r.model}: {r.n_layers} of {r.n_layers_full} layers on {where}", style="bold")
     text.append(f"\n{r.dtype} · micro-batch {r.micro_batch} · seq {r.seq_len:,} · {r.warmup} warm-up + {r.steps}"
                 f" timed steps · {r.params_built:,} params built, {r.trainable_params:,} trainable · torch"
                 f" {r.torch_version}")
@@ -62,7 +63,8 @@ def _comparison(r: BenchResult) -> Group:
         error = r.error_pct.get(key)
         table.add_row(label, _value(measured, fmt, unit), _value(estimated, fmt, unit),
                       NA if error is None else f"{error:+.1f}%")
-    return _titled(f"measured vs estimated for the same {r.n_layers}-layer job on one {r.estimated_gpu}", table)
+    gpus = f"{r.n_gpus} × {r.estimated_gpu}" if r.n_gpus > 1 else f"one {r.estimated_gpu}"
+    return _titled(f"measured vs estimated for the same {r.n_layers}-layer job on {gpus}", table)
 
 
 def _projection(r: BenchResult) -> Group:

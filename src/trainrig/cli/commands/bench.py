@@ -18,6 +18,9 @@ def bench(
     steps: int = typer.Option(5, "--steps", help="Timed steps; the median is reported."),
     warmup: int = typer.Option(2, "--warmup", help="Untimed steps first (allocator, kernels, optimizer states)."),
     device: str | None = typer.Option(None, "--device", help="cpu | cuda (default: cuda when available)."),
+    gpus: int | None = typer.Option(
+        None, "--gpus", help="Data-parallel processes on this node, one per GPU (DDP, or FSDP for ZeRO ≥ 1);"
+                             " default: the job's dp on the GPUs here; 1 on the CPU."),
     json_output: bool = JsonOption,
     save: Path | None = typer.Option(
         None, "--save", help="Write the run in the measured-run format that `trainrig validate` reads."),
@@ -28,7 +31,8 @@ def bench(
     from trainrig.catalog.job_file import load_job
 
     job = load_job(job_file, tuple(catalog))
-    result, scaled = run_bench(job, layers=layers, steps=steps, warmup=warmup, device=device, progress=_progress)
+    result, scaled = run_bench(job, layers=layers, steps=steps, warmup=warmup, device=device, progress=_progress,
+                               gpus=gpus)
     if save is not None:
         date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         try:
