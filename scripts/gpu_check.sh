@@ -12,9 +12,9 @@
 #   probe.html, profile.json
 #   pytest.txt                              the GPU tests (probe GEMM/copies/NCCL, real NVML, a monitored
 #                                           CUDA loop with a Prometheus scrape)
-#   bench_llama3-8b.json, bench_run.json,   `trainrig bench` of the 8B example at 4 layers: measured vs
-#   bench_validate.txt                      estimated (JSON), the saved measured run, and validate's table
-#   targets.json                            the three GPU targets, also printed last as a table
+#   bench/bench_set.json, bench/runs/*.json `trainrig bench` of benchmarks/bench_set.py's jobs: measured vs
+#   bench_table.txt, bench_validate.txt     estimated per job, the saved measured runs, validate's table
+#   targets.json                            the three GPU targets, printed as a table, then the bench table
 # Exit status: 0 when every target and test passed, 1 when one failed, 2 when no GPU/torch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -56,9 +56,9 @@ timeout 90 "$PY" -m trainrig.probe.gpu_targets record-under-load "$OUT/nvml_load
   2>>"$OUT/gpu_check.log"
 
 # -- the full probe ------------------------------------------------------------------------------
-log "full probe (time limit ${PROBE_LIMIT_S:-170} s)"
-timeout $(( ${PROBE_LIMIT_S:-170} + 60 )) "${TRAINRIG[@]}" probe --json \
-  --time-limit "${PROBE_LIMIT_S:-170}" --storage-path "$STORAGE_PATH" \
+log "full probe (time limit ${PROBE_LIMIT_S:-90} s)"
+timeout $(( ${PROBE_LIMIT_S:-90} + 60 )) "${TRAINRIG[@]}" probe --json \
+  --time-limit "${PROBE_LIMIT_S:-90}" --storage-path "$STORAGE_PATH" \
   --save "$OUT/profile.json" --html "$OUT/probe.html" >"$OUT/probe.json" 2>"$OUT/probe.stderr"
 probe_rc=$?
 log "probe exit $probe_rc"
@@ -71,18 +71,13 @@ timeout 150 "$PY" -m pytest tests/probe/test_gpu.py tests/probe/test_nvml.py tes
 tests_rc=$?
 tail -n 3 "$OUT/pytest.txt" | tee -a "$OUT/gpu_check.log"
 
-# -- trainrig bench: a real 4-layer training step of the 8B example beside its estimate ---------------
-log "bench (llama3-8b, 4 layers, 5 steps)"
-# the verb's module directly, so this runs whether or not the root CLI lists `bench` yet
-BENCH=("$PY" -c "import sys, typer; from trainrig.cli.common import run_guarded
-from trainrig.cli.commands.bench import register
-app = typer.Typer(add_completion=False); register(app); sys.exit(run_guarded(app))")
-timeout 300 "${BENCH[@]}" examples/llama3-8b-8xh100.yaml --layers 4 --steps 5 --device cuda --json \
-  --save "$OUT/bench_run.json" >"$OUT/bench_llama3-8b.json" 2>>"$OUT/gpu_check.log"
+# -- trainrig bench: real training steps of a fixed job set, each beside its estimate -----------------
+log "bench set (7 jobs of 2-6 layers, 5 steps each; no job starts after ${BENCH_LIMIT_S:-80} s)"
+timeout $(( ${BENCH_LIMIT_S:-80} + 120 )) "$PY" benchmarks/bench_set.py --device cuda --steps 5 --warmup 2 \
+  --time-limit-s "${BENCH_LIMIT_S:-80}" --out "$OUT/bench" >"$OUT/bench_table.txt" 2>>"$OUT/gpu_check.log"
 bench_rc=$?
-log "bench exit $bench_rc"
-[ "$bench_rc" -eq 0 ] && "${TRAINRIG[@]}" validate "$OUT/bench_run.json" >"$OUT/bench_validate.txt" 2>&1
-[ "$bench_rc" -eq 0 ] && cat "$OUT/bench_validate.txt" | tee -a "$OUT/gpu_check.log"
+log "bench set exit $bench_rc"
+"${TRAINRIG[@]}" validate "$OUT/bench/runs" >"$OUT/bench_validate.txt" 2>&1
 
 # -- targets, printed last ---------------------------------------------------------------------------
 extra=()
@@ -90,6 +85,7 @@ extra=()
 "$PY" -m trainrig.probe.gpu_targets targets "$OUT/probe.json" --out "$OUT/targets.json" \
   --tests-rc "$tests_rc" "${extra[@]}"
 rc=$?
+cat "$OUT/bench_table.txt"
 [ "$probe_rc" -ne 0 ] && rc=1
 [ "$bench_rc" -ne 0 ] && rc=1
 exit "$rc"
