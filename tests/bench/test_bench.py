@@ -319,3 +319,56 @@ def test_preset_models_built_on_the_meta_device_have_the_specs_parameter_count(n
     with torch.device("meta"):  # shapes only: no memory, so the real sizes can be checked
         built = bench_model.build_model(torch, spec, training, n_layers=spec.n_layers)
     assert bench_model.base_param_count(built) == spec.n_params
+
+
+# -- fp8 --------------------------------------------------------------------------------------------------
+def test_an_fp8_linear_rounds_like_fp8_but_computes_the_same_linear_and_gradients():
+    from trainrig.bench import layers
+
+    torch.manual_seed(0)
+    exact = torch.nn.Linear(64, 48)
+    fp8 = layers.Fp8Linear(exact)
+    x = torch.randn(2, 16, 64, requires_grad=True)
+    y_exact, y_fp8 = exact(x), fp8(x)
+    relative = (y_fp8 - y_exact).norm() / y_exact.norm()
+    assert 1e-4 < relative < 0.1  # e4m3 keeps 3 mantissa bits: a few percent off, never exact
+    grad = torch.randn_like(y_exact)
+    exact_grads = torch.autograd.grad(y_exact, (x, exact.weight), grad)
+    fp8_grads = torch.autograd.grad(y_fp8, (x, exact.weight), grad)
+    for e, f in zip(exact_grads, fp8_grads, strict=True):
+        assert f.shape == e.shape and 1e-4 < (f - e).norm() / e.norm() < 0.15  # e5m2 gradients: 2 mantissa bits
+
+
+def test_an_fp8_job_runs_its_block_linears_in_fp8_and_trains():
+    job = tiny_job(precision="fp8")
+    built = bench_model.build_model(torch, job.model, job.training, n_layers=2)
+    kinds = {type(m).__name__ for block in built.blocks for m in block.modules()}
+    assert "Fp8Linear" in kinds and "Linear" not in kinds
+    assert type(built.head).__name__ == "Linear"  # the LM head stays in 16 bits
+    assert bench_model.base_param_count(built) == spec_with_layers(job.model, 2).n_params
+    result, _ = bench_run.run_bench(job, steps=3, warmup=1, device="cpu")
+    assert "fp8 linears" in result.dtype and result.measured.loss_last < result.measured.loss_first
+
+
+def test_fp8_on_cuda_is_bf16_autocast_and_needs_an_ada_or_newer_gpu():
+    plan = bench_model.precision_plan(tiny_job(precision="fp8").training, "cuda")
+    assert (plan.weight_dtype, plan.autocast_dtype) == ("float32", "bfloat16") and "fp8 linears" in plan.label
+
+    def fake_torch(capability):
+        cuda = type("Cuda", (), {"get_device_capability": staticmethod(lambda _: capability),
+                                 "get_device_name": staticmethod(lambda _: "NVIDIA A100-SXM4-80GB")})
+        return type("Torch", (), {"cuda": cuda})
+
+    training = tiny_job(precision="fp8").training
+    bench_model.check_fp8_device(fake_torch((9, 0)), training, "cuda")  # Hopper: fine
+    with pytest.raises(bench_model.TrainrigError, match="compute capability 8.9 or newer.*A100.* is 8.0"):
+        bench_model.check_fp8_device(fake_torch((8, 0)), training, "cuda")
+
+
+@pytest.mark.parametrize(("model", "training", "words"), [
+    (None, {"method": "lora"}, "fp8 with LoRA is not available"),
+    (MOE, {}, "fp8 experts are not available"),
+])
+def test_fp8_with_lora_or_experts_is_one_sentence(tmp_path, capsys, model, training, words):
+    code, _, err = cli([job_file(tmp_path, model, precision="fp8", **training), "--device", "cpu"], capsys)
+    assert words in one_sentence_error(code, err)

@@ -32,6 +32,62 @@ class LoraLinear(nn.Module):
         return self.base(x) + F.linear(F.linear(x, self.lora_a), self.lora_b) * self.scale
 
 
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+
+
+def _to_fp8(t: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tensorwise dynamic scaling: the tensor's absolute maximum maps to the format's largest value;
+    (the fp8 tensor, the fp32 scale that multiplies it back)."""
+    largest = torch.finfo(dtype).max
+    scale = (t.detach().abs().amax().float() / largest).clamp(min=1e-12)
+    return (t / scale).clamp(-largest, largest).to(dtype), scale
+
+
+def _column_major(t: torch.Tensor) -> torch.Tensor:
+    """The same matrix stored column by column: the layout `torch._scaled_mm` takes as its second operand."""
+    return t.t().contiguous().t()
+
+
+class _Fp8Matmul(torch.autograd.Function):
+    """y = x · Wᵀ with both operands in e4m3; in the backward the output's gradient in e5m2 (its wider
+    range) times the saved e4m3 operands: the tensorwise recipe of torchao's float8 training, every
+    GEMM of a linear through `torch._scaled_mm`. The fp8 copies are what the backward keeps."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+        x8, x_scale = _to_fp8(x, E4M3)
+        w8, w_scale = _to_fp8(weight, E4M3)
+        ctx.save_for_backward(x8, x_scale, w8, w_scale)
+        ctx.out_dtype, ctx.weight_dtype = out_dtype, weight.dtype
+        return torch._scaled_mm(x8, _column_major(w8.t()), scale_a=x_scale, scale_b=w_scale, out_dtype=out_dtype)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
+        x8, x_scale, w8, w_scale = ctx.saved_tensors
+        g8, g_scale = _to_fp8(grad, E5M2)
+        grad_x = torch._scaled_mm(g8, _column_major(w8), scale_a=g_scale, scale_b=w_scale, out_dtype=ctx.out_dtype)
+        grad_w = torch._scaled_mm(g8.t().contiguous(), _column_major(x8), scale_a=g_scale, scale_b=x_scale,
+                                  out_dtype=torch.float32)
+        return grad_x, grad_w.to(ctx.weight_dtype), None
+
+
+class Fp8Linear(nn.Module):
+    """A linear whose three GEMMs (forward, input gradient, weight gradient) run in fp8; the weight
+    stays in its own precision (the fp32 master copy) and the bias is added in the output's."""
+
+    def __init__(self, base: nn.Linear) -> None:
+        super().__init__()
+        self.weight, self.bias = base.weight, base.bias
+        self.in_features, self.out_features = base.in_features, base.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        device = x.device.type
+        out_dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
+        flat = x.reshape(-1, x.shape[-1])
+        y = _Fp8Matmul.apply(flat, self.weight, out_dtype).view(*x.shape[:-1], self.out_features)
+        return y if self.bias is None else y + self.bias.to(out_dtype)
+
+
 def norm_layer(kind: str, width: int) -> nn.Module:
     return nn.RMSNorm(width, eps=1e-5) if kind == "rmsnorm" else nn.LayerNorm(width, eps=1e-5)
 

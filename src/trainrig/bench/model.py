@@ -4,8 +4,8 @@ What the spec describes and the bench builds: Llama-style (RMSNorm, rotary, SwiG
 and GPT-style (LayerNorm, learned positions, GeLU MLP, biases) blocks, explicit head_dim, tied
 embeddings, dropout; mixture-of-experts layers (top-k router, routed and shared experts, leading
 dense layers); LoRA adapters on the job's target linears. What it refuses, in one sentence each:
-ALiBi, a sliding window shorter than the sequence, LoRA on experts, fp8, QLoRA and the bitsandbytes
-optimizers. torch is imported inside the functions only.
+ALiBi, a sliding window shorter than the sequence, LoRA on experts, fp8 with LoRA or experts, fp8 on
+a GPU older than Ada/Hopper, QLoRA and the bitsandbytes optimizers. torch is imported inside the functions only.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 from trainrig.errors import TrainrigError
 from trainrig.specs import ModelSpec, TrainingSpec
 
-__all__ = ["check_buildable", "build_model", "base_param_count", "trainable_param_count", "PrecisionPlan",
-           "precision_plan", "import_torch", "DROPOUT_P", "LORA_ALPHA_PER_RANK"]
+__all__ = ["check_buildable", "check_fp8_device", "build_model", "base_param_count", "trainable_param_count",
+           "PrecisionPlan", "precision_plan", "import_torch", "DROPOUT_P", "LORA_ALPHA_PER_RANK"]
 
 DROPOUT_P = 0.1
 INIT_STD = 0.02
@@ -52,6 +52,8 @@ def check_buildable(spec: ModelSpec, training: TrainingSpec) -> None:
         raise TrainrigError("model.head_dim", f"rotary embeddings need an even head width (got {spec.head_width}).")
     if spec.position_embedding == "learned" and training.seq_len > (spec.max_positions or 0):
         raise TrainrigError("training.seq_len", f"exceeds the learned position table ({spec.max_positions}).")
+    if spec.is_moe and training.precision == "fp8":
+        raise TrainrigError("training.precision", "fp8 experts are not available in bench yet; bench it as bf16.")
     if spec.is_moe and training.method != "full" and set(training.lora_modules) - {"q", "k", "v", "o"}:
         raise TrainrigError("training.lora_targets", "LoRA on the experts' MLP linears is not available in bench yet;"
                                                      " target the attention linears (q, k, v, o).")
@@ -59,8 +61,8 @@ def check_buildable(spec: ModelSpec, training: TrainingSpec) -> None:
 
 
 def _check_training(training: TrainingSpec) -> None:
-    if training.precision == "fp8":
-        raise TrainrigError("training.precision", "fp8 is not available in bench yet; bench the job as bf16.")
+    if training.precision == "fp8" and training.method != "full":
+        raise TrainrigError("training.precision", "fp8 with LoRA is not available in bench yet; bench it as bf16.")
     if training.method == "qlora" or training.base_quantization != "none":
         if not has_bitsandbytes():
             raise TrainrigError("training.method", "QLoRA needs bitsandbytes, not available here.")
@@ -68,6 +70,18 @@ def _check_training(training: TrainingSpec) -> None:
     if training.optimizer != "adamw":
         raise TrainrigError("training.optimizer",
                             f"{training.optimizer} is not available in bench yet; bench runs adamw.")
+
+
+def check_fp8_device(torch: Any, training: TrainingSpec, device: str) -> None:
+    """fp8 GEMMs need Ada, Hopper or Blackwell tensor cores (compute capability 8.9+); the CPU
+    emulates them (slowly), which is what the CPU run is for."""
+    if training.precision != "fp8" or device != "cuda":
+        return
+    capability = tuple(torch.cuda.get_device_capability(0))
+    if capability < (8, 9):
+        name = torch.cuda.get_device_name(0)
+        raise TrainrigError("training.precision", f"fp8 GEMMs need compute capability 8.9 or newer (Ada, Hopper,"
+                                                  f" Blackwell); {name} is {capability[0]}.{capability[1]}.")
 
 
 def build_model(torch: Any, spec: ModelSpec, training: TrainingSpec, n_layers: int) -> Any:
@@ -84,7 +98,19 @@ def build_model(torch: Any, spec: ModelSpec, training: TrainingSpec, n_layers: i
     _init_weights(torch, model)
     if training.method != "full":
         _add_lora(L, model, training)
+    if training.precision == "fp8":
+        _use_fp8_linears(L, model)
     return model
+
+
+def _use_fp8_linears(L: Any, model: Any) -> None:
+    """Every linear of the blocks in fp8; the embedding and the LM head stay in 16 bits, as Transformer
+    Engine and torchao leave them by default (the head's logits are sensitive to rounding)."""
+    for block in model.blocks:
+        for parent in (block.attn, block.mlp):
+            for name, child in list(parent.named_children()):
+                if type(child).__name__ == "Linear":
+                    setattr(parent, name, L.Fp8Linear(child))
 
 
 def _init_weights(torch: Any, model: Any) -> None:
@@ -155,13 +181,20 @@ class PrecisionPlan:
 
 def precision_plan(training: TrainingSpec, device: str) -> PrecisionPlan:
     """bf16/fp16 on CUDA: autocast over fp32 master weights (pure 16-bit weights without master
-    weights); LoRA's frozen base in 16 bits as the estimate assumes. On the CPU everything runs
+    weights); LoRA's frozen base in 16 bits as the estimate assumes. fp8 is bf16 with the blocks'
+    linears in fp8 (their GEMMs through `torch._scaled_mm`, on the CPU too). On the CPU everything runs
     float32: CPU bf16 autocast exists but is slow or emulated on most CPUs, and the CPU run exists
     to exercise the code, not to measure a GPU's precision."""
+    fp8 = training.precision == "fp8"
+    linears = " with fp8 linears (tensorwise scaling, e4m3 operands, e5m2 gradients)" if fp8 else ""
     if device == "cpu" or training.precision == "fp32":
         asked = "" if training.precision == "fp32" else f" (the job asks {training.precision}; the CPU runs float32)"
-        return PrecisionPlan("float32", "float32", None, "float32" + asked)
-    half = {"bf16": "bfloat16", "fp16": "float16"}[training.precision]
+        return PrecisionPlan("float32", "float32", None, "float32" + linears + asked)
+    half = {"bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16"}[training.precision]
+    if fp8:
+        weights = "bf16 weights" if not training.master_weights else "bf16 autocast over fp32 master weights"
+        return PrecisionPlan("float32" if training.master_weights else half, half,
+                             half if training.master_weights else None, weights + linears)
     frozen = half if training.method != "full" else "float32"
     if not training.master_weights:
         return PrecisionPlan(half, half, None, f"{training.precision} weights (no fp32 master copy)")

@@ -21,6 +21,7 @@ from trainrig.bench.model import (
     build_model,
     cast_model,
     check_buildable,
+    check_fp8_device,
     import_torch,
     precision_plan,
     trainable_param_count,
@@ -135,6 +136,7 @@ def run_bench(job: Job, layers: int | None = None, steps: int = 5, warmup: int =
     check_buildable(job.model, job.training)
     torch = import_torch()
     device = resolve_device(torch, device)
+    check_fp8_device(torch, job.training, device)
     n_gpus = resolve_gpus(torch, job, gpus, device)
     budget_gib = _cuda_budget_gib(torch) if device == "cuda" else None
     n_layers = resolve_layers(job, layers, device, budget_gib, n_gpus)
