@@ -5,10 +5,11 @@
 
 The set covers what the estimate must get right on one GPU: a dense GQA model (Llama 3 8B) with and
 without full recompute, a GPT-style model (LayerNorm, learned positions, biases), Q/K/V biases
-(Qwen2.5), pure bf16 weights without an fp32 master copy, fp8 linears, LoRA, and a mixture of experts
-(Mixtral); plus a data-parallel FSDP run over every GPU when there are several. Each job is cut to a
-few layers (`layers`), so the whole set fits a short GPU session; the jobs run one after another
-in this process and stop starting new ones past `--time-limit-s`.
+(Qwen2.5), pure bf16 weights without an fp32 master copy, fp8 linears, LoRA, QLoRA with
+bitsandbytes' paged 8-bit AdamW, and a mixture of experts (Mixtral); plus a data-parallel FSDP
+run over every GPU when there are several. Each job is cut to a few layers (`layers`), so the whole
+set fits a short GPU session; the jobs run one after another in this process and stop starting new
+ones past `--time-limit-s`.
 
 `--tiny` swaps every model for a 64-wide two-layer model of the same family, for a smoke run on a
 CPU (its figures mean nothing). With `--out DIR` each run is saved in the measured-run format under
@@ -38,6 +39,8 @@ JOBS: dict[str, tuple[str, dict[str, Any], int]] = {
     "llama3-8b-pure-bf16": ("llama3-8b", {"master_weights": False}, 4),
     "llama3-8b-fp8": ("llama3-8b", {"precision": "fp8"}, 4),
     "llama3-8b-lora": ("llama3-8b", {"method": "lora", "lora_rank": 16, "lora_targets": "all-linear"}, 4),
+    "llama3-8b-qlora": ("llama3-8b", {"method": "qlora", "lora_rank": 16, "lora_targets": "all-linear",
+                                      "optimizer": "paged_adamw8bit"}, 4),
     "gpt3-1.3b": ("gpt3-1.3b", {"seq_len": 2048, "micro_batch": 4, "global_batch": 4}, 6),
     "qwen2.5-7b": ("qwen2.5-7b", {}, 4),
     "mixtral-8x7b": ("mixtral-8x7b", {"seq_len": 2048}, 2),

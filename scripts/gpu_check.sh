@@ -72,7 +72,7 @@ tests_rc=$?
 tail -n 3 "$OUT/pytest.txt" | tee -a "$OUT/gpu_check.log"
 
 # -- trainrig bench: real training steps of a fixed job set, each beside its estimate -----------------
-log "bench set (8 jobs of 2-6 layers, 5 steps each; no job starts after ${BENCH_LIMIT_S:-80} s)"
+log "bench set (9 jobs of 2-6 layers, 5 steps each; no job starts after ${BENCH_LIMIT_S:-80} s)"
 timeout $(( ${BENCH_LIMIT_S:-80} + 120 )) "$PY" benchmarks/bench_set.py --device cuda --steps 5 --warmup 2 \
   --time-limit-s "${BENCH_LIMIT_S:-80}" --out "$OUT/bench" >"$OUT/bench_table.txt" 2>>"$OUT/gpu_check.log"
 bench_rc=$?

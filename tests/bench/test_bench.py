@@ -233,10 +233,18 @@ def one_sentence_error(code, err):
     return lines[0]
 
 
-def test_qlora_without_bitsandbytes_is_one_sentence(tmp_path, capsys, monkeypatch):
+def test_qlora_and_8bit_optimizers_without_bitsandbytes_are_one_sentence(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(bench_model, "has_bitsandbytes", lambda: False)
     code, _, err = cli([job_file(tmp_path, method="qlora"), "--device", "cpu"], capsys)
     assert "QLoRA needs bitsandbytes, not available here" in one_sentence_error(code, err)
+    code, _, err = cli([job_file(tmp_path, optimizer="paged_adamw8bit"), "--device", "cpu"], capsys)
+    assert "paged_adamw8bit needs bitsandbytes, not available here" in one_sentence_error(code, err)
+
+
+@pytest.mark.parametrize("quantization", ["int8", "gptq-int4"])
+def test_bases_the_bench_cannot_quantize_are_one_sentence(tmp_path, capsys, quantization):
+    code, _, err = cli([job_file(tmp_path, method="lora", quantization=quantization), "--device", "cpu"], capsys)
+    assert f"{quantization} bases are not available in bench yet" in one_sentence_error(code, err)
 
 
 @pytest.mark.parametrize("layers", [0, 5, -1])
@@ -372,3 +380,37 @@ def test_fp8_on_cuda_is_bf16_autocast_and_needs_an_ada_or_newer_gpu():
 def test_fp8_with_lora_or_experts_is_one_sentence(tmp_path, capsys, model, training, words):
     code, _, err = cli([job_file(tmp_path, model, precision="fp8", **training), "--device", "cpu"], capsys)
     assert words in one_sentence_error(code, err)
+
+
+# -- QLoRA and the job's optimizer ---------------------------------------------------------------------
+def test_a_qlora_job_stores_every_block_linear_in_nf4_and_trains_only_the_adapters():
+    pytest.importorskip("bitsandbytes")
+    job = tiny_job(method="qlora", lora_rank=4, lora_targets=["q", "v"])
+    result, _ = bench_run.run_bench(job, steps=3, warmup=1, device="cpu")
+    assert result.params_built == spec_with_layers(job.model, 2).n_params  # counted before packing
+    assert result.measured.loss_last < result.measured.loss_first
+    built = bench_model.build_model(torch, job.model, job.training, n_layers=2)
+    plan = bench_model.precision_plan(job.training, "cpu")
+    quantized = bench_model.quantize_base(torch, built, job.training, plan, "cpu")
+    linears = [m for block in quantized.blocks for m in block.modules() if "Linear" in type(m).__name__]
+    bases = [m for m in linears if type(m).__name__ == "Linear4bit"]
+    assert len(bases) == 2 * 7 and not any(type(m).__name__ == "Linear" for m in linears)  # q k v o gate up down
+    assert all(m.weight.quant_state.nested for m in bases)  # nf4-double: the constants quantized too
+    assert bases[0].weight.dtype == torch.uint8 and bases[0].weight.numel() * 2 == bases[0].in_features * \
+        bases[0].out_features  # two 4-bit codes per byte
+    trainable = {n.rsplit(".", 1)[-1] for n, p in quantized.named_parameters() if p.requires_grad}
+    assert trainable == {"lora_a", "lora_b"}
+
+
+@pytest.mark.parametrize(("optimizer", "kind"), [("adam8bit", "AdamW8bit"), ("paged_adamw", "PagedAdamW"),
+                                                 ("paged_adamw8bit", "PagedAdamW8bit"), ("sgd", "SGD"),
+                                                 ("adafactor", "Adafactor"), ("adamw", "AdamW")])
+def test_the_jobs_optimizer_is_the_one_that_steps(optimizer, kind):
+    if optimizer in bench_model.BITSANDBYTES_OPTIMIZERS:
+        pytest.importorskip("bitsandbytes")
+    job = tiny_job(optimizer=optimizer)
+    built = bench_model.build_model(torch, job.model, job.training, n_layers=1)
+    made = bench_model.make_optimizer(torch, built, job.training, "cpu")
+    assert type(made).__name__ == kind
+    result, _ = bench_run.run_bench(job, layers=1, steps=2, warmup=1, device="cpu")
+    assert math.isfinite(result.measured.loss_last)

@@ -5,7 +5,8 @@ and GPT-style (LayerNorm, learned positions, GeLU MLP, biases) blocks, explicit 
 embeddings, dropout; mixture-of-experts layers (top-k router, routed and shared experts, leading
 dense layers); LoRA adapters on the job's target linears. What it refuses, in one sentence each:
 ALiBi, a sliding window shorter than the sequence, LoRA on experts, fp8 with LoRA or experts, fp8 on
-a GPU older than Ada/Hopper, QLoRA and the bitsandbytes optimizers. torch is imported inside the functions only.
+a GPU older than Ada/Hopper, int8 and GPTQ bases; QLoRA and the 8-bit and paged optimizers without
+bitsandbytes. torch is imported inside the functions only.
 """
 
 from __future__ import annotations
@@ -63,13 +64,72 @@ def check_buildable(spec: ModelSpec, training: TrainingSpec) -> None:
 def _check_training(training: TrainingSpec) -> None:
     if training.precision == "fp8" and training.method != "full":
         raise TrainrigError("training.precision", "fp8 with LoRA is not available in bench yet; bench it as bf16.")
-    if training.method == "qlora" or training.base_quantization != "none":
-        if not has_bitsandbytes():
-            raise TrainrigError("training.method", "QLoRA needs bitsandbytes, not available here.")
-        raise TrainrigError("training.method", "quantized (QLoRA) bases are not available in bench yet.")
-    if training.optimizer != "adamw":
-        raise TrainrigError("training.optimizer",
-                            f"{training.optimizer} is not available in bench yet; bench runs adamw.")
+    quantization = training.base_quantization
+    if quantization not in NF4_BASES and quantization != "none":
+        raise TrainrigError("training.quantization", f"{quantization} bases are not available in bench yet;"
+                                                     " bench runs nf4 and nf4-double.")
+    if quantization in NF4_BASES and not has_bitsandbytes():
+        raise TrainrigError("training.method", "QLoRA needs bitsandbytes, not available here:"
+                                               " pip install bitsandbytes.")
+    if training.optimizer in BITSANDBYTES_OPTIMIZERS and not has_bitsandbytes():
+        raise TrainrigError("training.optimizer", f"{training.optimizer} needs bitsandbytes, not available here:"
+                                                  " pip install bitsandbytes.")
+
+
+NF4_BASES = {"nf4": False, "nf4-double": True}
+"""NF4 base storage → whether its quantization constants are themselves quantized (QLoRA's double
+quantization; bitsandbytes `compress_statistics`)."""
+BITSANDBYTES_OPTIMIZERS = {"adam8bit": "AdamW8bit", "paged_adamw": "PagedAdamW", "paged_adamw8bit": "PagedAdamW8bit"}
+"""The job's optimizer → its bitsandbytes class (Dettmers et al. 2022, 8-bit optimizers; paged states
+in CUDA unified memory, QLoRA §3)."""
+
+
+def make_optimizer(torch: Any, model: Any, training: TrainingSpec, device: str) -> Any:
+    """The job's optimizer over the trainable parameters: torch's AdamW (fused on CUDA), SGD with
+    momentum (the one moment the estimate counts) or Adafactor; bitsandbytes' 8-bit and paged AdamW
+    (on the CPU bitsandbytes runs the paged ones unpaged)."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    name = training.optimizer
+    if name in BITSANDBYTES_OPTIMIZERS:
+        import bitsandbytes
+
+        return getattr(bitsandbytes.optim, BITSANDBYTES_OPTIMIZERS[name])(trainable, lr=1e-4)
+    if name == "sgd":
+        return torch.optim.SGD(trainable, lr=1e-3, momentum=0.9)
+    if name == "adafactor":
+        return torch.optim.Adafactor(trainable, lr=1e-3)
+    return torch.optim.AdamW(trainable, lr=1e-4, fused=device == "cuda")
+
+
+def quantize_base(torch: Any, model: Any, training: TrainingSpec, plan: PrecisionPlan, device: str) -> Any:
+    """Store the frozen linears of the blocks in NF4 (bitsandbytes `Linear4bit`, 64-element blocks,
+    double-quantized constants for nf4-double), as QLoRA loads a base with `load_in_4bit`; the
+    embedding and the LM head stay in 16 bits, as PEFT's QLoRA recipes leave them. The adapters'
+    own A and B stay trainable in their precision. Call after counting parameters: a packed 4-bit
+    weight has half as many elements as the matrix."""
+    if training.base_quantization not in NF4_BASES:
+        return model
+    import bitsandbytes
+
+    double = NF4_BASES[training.base_quantization]
+    compute = getattr(torch, plan.autocast_dtype or plan.frozen_dtype)
+    for block in model.blocks:
+        for parent in [m for m in block.modules() if any(type(c).__name__ == "Linear" for c in m.children())]:
+            for name, child in list(parent.named_children()):
+                if type(child).__name__ == "Linear":
+                    setattr(parent, name, _nf4_linear(torch, bitsandbytes, child, compute, double, device))
+    return model
+
+
+def _nf4_linear(torch: Any, bitsandbytes: Any, linear: Any, compute: Any, double: bool, device: str) -> Any:
+    quantized = bitsandbytes.nn.Linear4bit(linear.in_features, linear.out_features, bias=linear.bias is not None,
+                                           compute_dtype=compute, compress_statistics=double, quant_type="nf4",
+                                           device="meta")
+    quantized.weight = bitsandbytes.nn.Params4bit(linear.weight.data.to("cpu"), requires_grad=False,
+                                                  compress_statistics=double, quant_type="nf4")
+    if linear.bias is not None:
+        quantized.bias = torch.nn.Parameter(linear.bias.data.to(compute), requires_grad=False)
+    return quantized.to(device)  # moving a Params4bit quantizes it
 
 
 def check_fp8_device(torch: Any, training: TrainingSpec, device: str) -> None:

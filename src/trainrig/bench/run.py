@@ -23,7 +23,9 @@ from trainrig.bench.model import (
     check_buildable,
     check_fp8_device,
     import_torch,
+    make_optimizer,
     precision_plan,
+    quantize_base,
     trainable_param_count,
 )
 from trainrig.bench.result import BenchResult, RankRun, StepTimes, combine_ranks, compare, estimate_figures
@@ -138,11 +140,16 @@ def run_bench(job: Job, layers: int | None = None, steps: int = 5, warmup: int =
     device = resolve_device(torch, device)
     check_fp8_device(torch, job.training, device)
     n_gpus = resolve_gpus(torch, job, gpus, device)
+    if n_gpus > 1 and job.training.zero >= 1 and job.training.base_quantization != "none":
+        raise TrainrigError("--gpus", "a quantized base under FSDP is not available in bench yet; bench it on one"
+                                      " GPU or with zero: 0 (DDP).")
     budget_gib = _cuda_budget_gib(torch) if device == "cuda" else None
     n_layers = resolve_layers(job, layers, device, budget_gib, n_gpus)
     mapping, notes = scaled_mapping(job, n_layers, n_gpus)
     scaled = load_job(mapping)
     estimated, full = estimate_figures(estimate(scaled)), estimate_figures(estimate(job))
+    if device == "cpu" and job.training.optimizer.startswith("paged_"):
+        notes.append(f"{job.training.optimizer} runs unpaged on the CPU (bitsandbytes pages only CUDA memory)")
     result = _empty_result(torch, job, scaled, device, steps, warmup, estimated, full, notes, n_gpus)
     tokens_per_step = scaled.training.micro_batch * scaled.training.seq_len * n_gpus
     if n_gpus > 1:
@@ -223,10 +230,11 @@ def measure_rank(torch: Any, job: Job, device: str, clock: Any, steps: int, warm
     with torch.device(device):  # built where it runs: no full fp32 copy in host memory first
         model = cast_model(torch, build_model(torch, spec, training, spec.n_layers), plan, device)
     params_built, trainable = base_param_count(model), trainable_param_count(model)
+    model = quantize_base(torch, model, training, plan, device)
     model.train()
     if wrap is not None:
         model = wrap(model)
-    optimizer = _optimizer(torch, model, device)
+    optimizer = make_optimizer(torch, model, training, device)
     generator = torch.Generator(device=device).manual_seed(seed)
     shape = (training.micro_batch, training.seq_len)
     tokens = torch.randint(spec.vocab, shape, device=device, generator=generator)
@@ -276,13 +284,6 @@ def _step(torch: Any, model: Any, optimizer: Any, tokens: Any, labels: Any, auto
     optimizer.zero_grad(set_to_none=True)
     mark()
     return loss.detach()
-
-
-def _optimizer(torch: Any, model: Any, device: str) -> Any:
-    """AdamW over the trainable parameters; fused on CUDA (one kernel for all), for-each on the CPU."""
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    fused = device == "cuda"
-    return torch.optim.AdamW(trainable, lr=1e-4, fused=fused)
 
 
 def _autocast(torch: Any, device: str, dtype: str | None) -> Callable[[], Any]:

@@ -22,6 +22,7 @@ BENCH_TRAINING = {
     "loss": ("full", "the bench runs PyTorch's cross-entropy"),
     "fused_kernels": (False, "the bench runs eager PyTorch modules"),
     "flash_attention": (True, "the bench runs SDPA attention"), "flash_attention_version": (2, "SDPA attention"),
+    "attention_kernel": ("sdpa", "the bench runs SDPA attention"),
     "framework": ("custom", "the bench is its own eager PyTorch loop"),
     "packing": (True, "the bench feeds full sequences"),
 }
