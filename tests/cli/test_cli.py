@@ -171,3 +171,20 @@ def test_a_job_file_with_tokens_in_exponent_notation_plans(tmp_path):
                    "training: {seq_len: 1024, global_batch: 64, tokens: 1.0e9}\n")
     plans = json.loads(run("plan", str(job), "--gpus", "a100", "--max-gpus", "8", "--json").stdout)
     assert plans["plans"][0]["job"]["training"]["tokens"] == 1e9
+
+
+def test_one_what_if_can_combine_changes_and_equals_applying_them_in_turn():
+    from trainrig.catalog.job_file import apply_change
+
+    job = {"model": "llama3-8b", "hardware": {"gpu": "H100-SXM5-80GB", "n_gpus": 8},
+           "training": {"seq_len": 4096, "global_batch": 64, "lora_targets": ["q", "v"]}}
+    combined = apply_change(job, "zero=3, recompute=full,training.lora_targets=[q, k, v]")
+    assert combined == apply_change(apply_change(apply_change(job, "zero=3"), "recompute=full"),
+                                    "training.lora_targets=[q, k, v]")
+    assert combined["training"]["zero"] == 3 and combined["training"]["lora_targets"] == ["q", "k", "v"]
+    assert apply_change(job, "lora_targets=[q, v, o]")["training"]["lora_targets"] == ["q", "v", "o"]  # one change
+    data = json.loads(run(*ESTIMATE_FLAGS, "--tokens", "1e11", "--json", "--what-if", "zero=3, recompute=full",
+                          "--what-if", "zero=3").stdout)
+    both, zero_only = (entry["estimate"] for entry in data["what_if"])
+    assert data["what_if"][0]["change"] == "zero=3, recompute=full"
+    assert both["memory_per_gpu_gib"] < zero_only["memory_per_gpu_gib"]  # recompute keeps fewer activations

@@ -8,6 +8,7 @@ mistake ends in one TrainrigError naming the field.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -272,12 +273,28 @@ CHANGE_ALIASES = {
 TRAINING_KEYS = set(TrainingSpec.model_fields)
 
 
+# a comma that starts the next `key=` of a combined change (`zero=3, recompute=full`); commas inside a
+# value (`lora_targets=[q, v]`) are not followed by a key and an equals sign
+_NEXT_CHANGE = re.compile(r",\s*(?=[A-Za-z_][A-Za-z0-9_.]*\s*=)")
+
+
 def apply_change(mapping: Mapping[str, Any], change: str) -> dict[str, Any]:
-    """A copy of a job mapping with one `key=value` change (value parsed as YAML: numbers, names).
+    """A copy of a job mapping with a `key=value` change (value parsed as YAML: numbers, names), or
+    several at once separated by commas (`zero=3, recompute=full`: one variant with both).
 
     Keys are job-file fields with or without their section (`inter_node`, `hardware.inter_node`,
     `zero`, `training.zero`), plus the short names `gpus`, `pcie`, `cpu_cores`, `ram_gb`, `network`.
     """
+    parts = _NEXT_CHANGE.split(change)
+    if len(parts) > 1:
+        changed = dict(mapping)
+        for part in parts:
+            changed = _apply_one_change(changed, part, change)
+        return changed
+    return _apply_one_change(mapping, change, change)
+
+
+def _apply_one_change(mapping: Mapping[str, Any], change: str, whole: str) -> dict[str, Any]:
     if "=" not in change:
         raise TrainrigError("what_if", f"'{change}' is not key=value (e.g. inter_node=eth-10g).")
     key, _, raw = change.partition("=")
@@ -295,7 +312,7 @@ def apply_change(mapping: Mapping[str, Any], change: str) -> dict[str, Any]:
         raise TrainrigError(section, f"must be a mapping of {section} settings, so {key} cannot be changed in it.")
     target = dict(changed.get(section) or {})
     target[field] = value
-    if section == "training" and field in ("tp", "pp", "cp") and "dp" not in str(change):
+    if section == "training" and field in ("tp", "pp", "cp") and "dp" not in str(whole):
         target["dp"] = "auto"
         target.pop("grad_accum", None)
     if section == "training" and field in ("micro_batch", "global_batch"):
