@@ -23,8 +23,17 @@ from trainrig.plan.hardware import HardwareOption, hardware_options, resolve_gpu
 from trainrig.plan.node import node_advice
 from trainrig.plan.request import PlanRequest, make_request
 from trainrig.plan.result import CompareResult, Comparison, FrontPoint, OfferRef, Plan, PlanResult
-from trainrig.plan.search import Candidates, SearchResult, job_mapping, search
-from trainrig.plan.select import closest, distinct_hardware, feasible_mask, pareto_front, ranked, spread
+from trainrig.plan.search import Candidates, SearchProgress, SearchResult, job_mapping, search
+from trainrig.plan.select import (
+    NEAR_TIE_RELATIVE,
+    closest,
+    distinct_hardware,
+    feasible_mask,
+    one_per_gpu_type,
+    pareto_front,
+    ranked,
+    spread,
+)
 from trainrig.plan.space import SearchSpace
 from trainrig.specs import HardwareProfile, Offer
 from trainrig.units import duration_text, money_text
@@ -39,7 +48,8 @@ def plan(model: Any, tokens: float | None, seq_len: int = 4096, global_batch: in
          top_k: int = 5, training: Mapping[str, Any] | None = None, priced_only: bool = False,
          catalog_dirs: tuple[str, ...] = (), params: ModelParameters = DEFAULT_PARAMETERS,
          space: SearchSpace | None = None, profile: HardwareProfile | None = None,
-         memory_headroom: float = 0.1) -> PlanResult:
+         memory_headroom: float = 0.1, per_gpu_type: bool = False,
+         progress: SearchProgress | None = None) -> PlanResult:
     """The best configurations for training `model` on `tokens` tokens under the constraints.
 
     `model`: a preset name, a config.json path, a mapping of model fields or a ModelSpec.
@@ -48,9 +58,12 @@ def plan(model: Any, tokens: float | None, seq_len: int = 4096, global_batch: in
     `training`: other training fields held fixed (optimizer, flash_attention, lora_rank …).
     `profile`: a `trainrig probe --save` profile; its GPU type is planned with the measured ceilings.
     `memory_headroom`: share of GPU memory a recommended configuration must leave free.
+    `per_gpu_type`: at most one plan per GPU type (each type's best), rather than the best overall.
+    `progress`: told the configurations evaluated so far and in all (see `search.SearchProgress`).
     """
-    planner = Planner.create(**locals())
-    return planner.plan_result(planner.run())
+    arguments = {name: value for name, value in locals().items() if name not in ("per_gpu_type", "progress")}
+    planner = Planner.create(**arguments)
+    return planner.plan_result(planner.run(progress), per_gpu_type=per_gpu_type)
 
 
 def compare(model: Any, tokens: float | None, gpu_types: Sequence[str] | None = None, seq_len: int = 4096,
@@ -60,10 +73,11 @@ def compare(model: Any, tokens: float | None, gpu_types: Sequence[str] | None = 
             training: Mapping[str, Any] | None = None, priced_only: bool = False,
             catalog_dirs: tuple[str, ...] = (), params: ModelParameters = DEFAULT_PARAMETERS,
             space: SearchSpace | None = None, profile: HardwareProfile | None = None,
-            memory_headroom: float = 0.1) -> CompareResult:
+            memory_headroom: float = 0.1, progress: SearchProgress | None = None) -> CompareResult:
     """The best configuration on each GPU type, side by side (same arguments as `plan`)."""
-    planner = Planner.create(**locals(), top_k=1)
-    return planner.compare_result(planner.run())
+    arguments = {name: value for name, value in locals().items() if name != "progress"}
+    planner = Planner.create(**arguments, top_k=1)
+    return planner.compare_result(planner.run(progress))
 
 
 @dataclass(frozen=True)
@@ -105,16 +119,16 @@ class Planner:
         return cls(request, options, ([model_note] if model_note else []) + notes, catalog, params,
                    tuple(catalog_dirs))
 
-    def run(self) -> SearchResult:
-        return search(self.request, self.options, self.params, self.catalog_dirs)
+    def run(self, progress: SearchProgress | None = None) -> SearchResult:
+        return search(self.request, self.options, self.params, self.catalog_dirs, progress)
 
     # ---- plan --------------------------------------------------------------------------------------
 
-    def plan_result(self, found: SearchResult) -> PlanResult:
+    def plan_result(self, found: SearchResult, per_gpu_type: bool = False) -> PlanResult:
         c, request = found.fitting, self.request
         feasible = feasible_mask(c, request)
         index = np.flatnonzero(feasible)
-        chosen, message = self._chosen(c, index) if len(index) else self._closest(found)
+        chosen, message = self._chosen(c, index, per_gpu_type) if len(index) else self._closest(found, per_gpu_type)
         plans = [self._plan(rank, candidates, i, meets) for rank, (candidates, i, meets) in enumerate(chosen, 1)]
         notes = self.notes + self._search_notes(c, index) + _not_finite_note(found)
         return PlanResult(plans=plans, feasible=bool(len(index)), message=message, objective=request.objective,
@@ -122,23 +136,44 @@ class Planner:
                           n_configurations_fitting=len(c), n_configurations_feasible=len(index),
                           search_time_s=None, points=self._points(c, feasible), notes=notes)
 
-    def _chosen(self, c: Candidates, index: np.ndarray) -> tuple[list, str | None]:
+    def _chosen(self, c: Candidates, index: np.ndarray, per_gpu_type: bool = False) -> tuple[list, str | None]:
         k = self.request.top_k
-        if self.request.objective == "pareto":
+        if self.request.objective == "pareto" and not per_gpu_type:
             front = pareto_front(c, distinct_hardware(c, ranked(c, index, "time")))
             if len(front):
                 return [(c, i, True) for i in spread(front, k)], None
-        best = distinct_hardware(c, ranked(c, index, self.request.objective))[:k]
+        objective = self.request.objective
+        if per_gpu_type:  # each type's best among its own rows, as compare() picks it (pareto: by cost)
+            objective = "time" if objective == "time" else "cost"
+            index = np.array([self._ranked(c, rows, objective)[0] for rows in self._rows_per_gpu_type(c, index)],
+                             dtype=np.int64)
+        best = distinct_hardware(c, self._ranked(c, index, objective))[:k]
         return [(c, i, True) for i in best], None
 
-    def _closest(self, found: SearchResult) -> tuple[list, str]:
+    @staticmethod
+    def _ranked(c: Candidates, index: np.ndarray, objective: str) -> np.ndarray:
+        # costs within NEAR_TIE_RELATIVE of each other are a tie, and the faster one ranks first
+        return ranked(c, index, objective, near_tie_relative=NEAR_TIE_RELATIVE)
+
+    def _rows_per_gpu_type(self, c: Candidates, index: np.ndarray) -> list[np.ndarray]:
+        gpu_of_option = np.array([o.gpu.id for o in self.options])
+        gpus = gpu_of_option[c.option[index]]
+        return [index[gpus == gpu] for gpu in dict.fromkeys(gpus.tolist())]
+
+    def _closest(self, found: SearchResult, per_gpu_type: bool = False) -> tuple[list, str]:
         c, k = found.fitting, self.request.top_k
         if not len(c):
             over = found.closest_overflow
-            rows = distinct_hardware(over, np.arange(len(over)))[:k]
+            ordered = np.arange(len(over))
+            rows = distinct_hardware(over, self._per_gpu_type(over, ordered) if per_gpu_type else ordered)[:k]
             return [(over, i, False) for i in rows], self._nothing_fits_message(over)
-        rows = distinct_hardware(c, closest(c, self.request))[:k]
+        ordered = closest(c, self.request)
+        rows = distinct_hardware(c, self._per_gpu_type(c, ordered) if per_gpu_type else ordered)[:k]
         return [(c, i, False) for i in rows], self._miss_message(c)
+
+    def _per_gpu_type(self, c: Candidates, ordered: np.ndarray) -> np.ndarray:
+        gpu_of_option = np.array([o.gpu.id for o in self.options])
+        return one_per_gpu_type(gpu_of_option[c.option[ordered]], ordered)
 
     def _plan(self, rank: int, c: Candidates, i: int, meets: bool) -> Plan:
         option = self.options[int(c.option[i])]
@@ -258,7 +293,8 @@ class Planner:
         mine = np.flatnonzero(on_gpu[c.option])
         ok = mine[feasible[mine]]
         if len(ok):
-            best = ranked(c, ok, "time" if self.request.objective == "time" else "cost")[0]
+            objective = "time" if self.request.objective == "time" else "cost"
+            best = ranked(c, ok, objective, near_tie_relative=NEAR_TIE_RELATIVE)[0]  # as plan() ranks them
             return Comparison(gpu=gpu, plan=self._plan(1, c, best, True), reason=None)
         if len(mine):
             best = closest(c.take(mine), self.request)[0]

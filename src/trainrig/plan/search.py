@@ -9,6 +9,7 @@ model (`estimate.core.evaluate`) in chunks. No Python loop runs per configuratio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -24,13 +25,18 @@ from trainrig.plan.request import PlanRequest
 from trainrig.plan.space import Layouts, enumerate_layouts
 from trainrig.specs import Job
 
-__all__ = ["Candidates", "SearchResult", "search", "job_mapping", "CHUNK_ROWS"]
+__all__ = ["Candidates", "SearchResult", "SearchProgress", "search", "count_configurations", "job_mapping",
+           "CHUNK_ROWS"]
 
 CHUNK_ROWS = 32768
 """Configurations per call of the model core: large enough that the per-call cost of a few thousand
 NumPy calls is spread thin, small enough that each temporary (256 KiB) stays in cache-sized memory."""
 CLOSEST_KEPT = 64
 """Configurations that do not fit kept for "what comes closest" when nothing fits."""
+
+SearchProgress = Callable[[int, int], None]
+"""Told `(configurations evaluated so far, configurations in the whole search)` once before the first node
+kind and after each one; the caller decides what to do with it (the web server writes it to its page)."""
 
 
 @dataclass(frozen=True)
@@ -81,13 +87,25 @@ def job_mapping(request: PlanRequest, option: HardwareOption, n_gpus: int,
     return {"model": model, "hardware": option.hardware_mapping(n_gpus), "training": training}
 
 
+def count_configurations(request: PlanRequest, options: list[HardwareOption]) -> int:
+    """How many configurations `search` will evaluate: the layouts of every option and GPU count.
+    Cheap: the layouts are cached (space.py), so the search that follows reuses what this enumerates."""
+    return sum(len(enumerate_layouts(request.model, n_gpus, option.gpus_per_node, request.seq_len,
+                                     request.global_batches, request.space))
+               for option in options for n_gpus in option.gpu_counts(request.max_gpus, request.max_nodes))
+
+
 def search(request: PlanRequest, options: list[HardwareOption], params: ModelParameters,
-           catalog_dirs: tuple[str, ...] = ()) -> SearchResult:
+           catalog_dirs: tuple[str, ...] = (), progress: SearchProgress | None = None) -> SearchResult:
     """Enumerate, check memory, and evaluate what fits, over every option and GPU count.
 
     What fits is evaluated as soon as CHUNK_ROWS of it are pending, so memory holds one option's
-    configurations and one chunk's inputs at a time, not every configuration's."""
+    configurations and one chunk's inputs at a time, not every configuration's. `progress`, when given,
+    hears the count evaluated after each option; what it counts lags the model's work by at most one chunk."""
     pending, evaluated, overflow, n_enumerated = [], [], [], 0
+    total = count_configurations(request, options) if progress is not None else 0
+    if progress is not None:
+        progress(0, total)
     for index, option in enumerate(options):
         groups = _groups(request, option, params, catalog_dirs)
         if not groups:
@@ -102,6 +120,8 @@ def search(request: PlanRequest, options: list[HardwareOption], params: ModelPar
         if sum(len(part[2]) for part in pending) >= CHUNK_ROWS:
             evaluated.append(_evaluate_fitting(pending, request, options, params))
             pending = []
+        if progress is not None:
+            progress(n_enumerated, total)
     evaluated.append(_evaluate_fitting(pending, request, options, params))
     evaluated = _concat_candidates(evaluated)
     finite = np.isfinite(evaluated.step_time_s) & np.isfinite(evaluated.tokens_per_s)

@@ -55,8 +55,8 @@ def worker_pools(settings: Settings, child_command: Sequence[str] = CHILD_COMMAN
     """The searches' pool and the other routes' pool: separate, so an estimate never waits behind a plan."""
     plans = WorkerPool("search", settings.plan_timeout_s, settings.max_parallel_plans, settings.max_queued_plans,
                        cache_entries=settings.result_cache_entries, child_command=child_command, niceness=10,
-                       narrow_hint="narrow it (fewer gpus types, a smaller max_gpus or global_batch range) or start "
-                                   "the server with a larger --plan-timeout-s.")
+                       narrow_hint="narrow it and run it again: fewer GPU types, a smaller maximum GPU count, or one "
+                                   "global batch instead of a range.")
     requests = WorkerPool("body", settings.request_timeout_s, settings.max_parallel_requests,
                           settings.max_queued_requests, cache_entries=settings.result_cache_entries,
                           child_command=child_command,

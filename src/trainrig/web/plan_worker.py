@@ -11,13 +11,16 @@ once, without holding a thread. A child still working at the limit (waiting for 
 is killed and replaced, and the request gets a 422 that names the limit: it asks for more than the
 server allows, as a body over the size cap does. An identical request seen before (same task, same
 normalized arguments) is answered from a bounded least-recently-used cache of answers.
+
+A caller that holds an admission of its own (`admit`, then `compute` with `SearchHooks`: a plan job in
+`web.jobs`) also hears the search's progress lines and can cancel it: the child is then killed and
+replaced, like one past the limit, so the pool keeps its size.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import json
 import logging
 import math
@@ -30,19 +33,23 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainrig.catalog.registry import CATALOG_ENV
 from trainrig.errors import TrainrigError
 
-__all__ = ["WorkerPool", "SearchUnavailable", "SearchTooLong", "CHILD_COMMAND"]
+__all__ = ["WorkerPool", "SearchUnavailable", "SearchTooLong", "SearchCancelled", "SearchHooks", "CHILD_COMMAND",
+           "request_key"]
 
 # -P: the server's working directory does not go on the child's import path
 CHILD_COMMAND = (sys.executable, "-P", "-m", "trainrig.web.search_child")
 REQUESTS_PER_CHILD = 200
 """A child is replaced after this many requests, so nothing it accumulates lives forever."""
+CANCEL_POLL_S = 0.05
+"""How often a cancellable request looks at its cancel flag while it waits for a child or an answer."""
 log = logging.getLogger("trainrig.web")
 
 
@@ -59,6 +66,25 @@ class SearchUnavailable(Exception):
 
 class SearchTooLong(TrainrigError):
     """The request passed the time limit: it asks for more than this server allows (a 422)."""
+
+    def __init__(self, field: str, message: str, limit_s: float = 0.0) -> None:
+        super().__init__(field, message)
+        self.limit_s = limit_s
+
+
+class SearchCancelled(Exception):
+    """The request was cancelled (`SearchHooks.cancelled`); its child was killed and replaced."""
+
+
+@dataclass
+class SearchHooks:
+    """What a cancellable request hears of its search, and the flag that stops it."""
+
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    on_start: Callable[[], None] = lambda: None
+    """Called when a child takes the request (it stops waiting in the queue)."""
+    on_progress: Callable[[int, int], None] = lambda evaluated, total: None
+    """Called with each progress line: configurations evaluated so far, and in all."""
 
 
 class WorkerPool:
@@ -109,44 +135,70 @@ class WorkerPool:
     def run(self, task: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The task's JSON answer; a TrainrigError for bad input or a request past the limit;
         SearchUnavailable when the queue is full, no child freed up in time, or a child died."""
-        key = json.dumps([task, arguments], sort_keys=True, separators=(",", ":"))
-        cached = self._cache.get(key)
+        cached = self.cached(task, arguments)
         if cached is not None:
-            return _answer(cached)
+            return cached
+        self.admit()
+        try:
+            return self.compute(task, arguments)
+        finally:
+            self.release()
+
+    def cached(self, task: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer of an identical request computed before, if it is still kept."""
+        line = self._cache.get(request_key(task, arguments))
+        return None if line is None else _answer(line)
+
+    def admit(self) -> None:
+        """Take one of the `size + max_queued` places, or refuse at once (SearchUnavailable, a 503)."""
         if not self._admitted.acquire(blocking=False):
             raise SearchUnavailable(f"{self.field}: the server is busy ({self.size} running and {self.max_queued} "
                                     f"waiting, its limit); try again in {self.retry_after_s} s.", self.retry_after_s,
                                     self.field)
-        try:
-            line = self._ask(json.dumps({"task": task, "arguments": arguments}), time.monotonic() + self.timeout_s)
-        finally:
-            self._admitted.release()
+
+    def release(self) -> None:
+        """Give back the place `admit` took."""
+        self._admitted.release()
+
+    def compute(self, task: str, arguments: dict[str, Any], hooks: SearchHooks | None = None) -> dict[str, Any]:
+        """The answer, computed by a child (the caller holds an admission) and kept in the cache; with
+        `hooks`, the search reports its progress and stops (SearchCancelled) once `hooks.cancelled` is set."""
+        request = {"task": task, "arguments": arguments, **({"progress": True} if hooks is not None else {})}
+        line = self._ask(json.dumps(request), time.monotonic() + self.timeout_s, hooks)
         answer = _answer(line)  # raises for bad input: those answers are not kept
-        self._cache.put(key, line)
+        self._cache.put(request_key(task, arguments), line)
         return answer
 
-    def _ask(self, request: str, deadline_s: float) -> str:
+    def _ask(self, request: str, deadline_s: float, hooks: SearchHooks | None = None) -> str:
         self.start()
-        child = self._take(deadline_s)
+        child = self._take(deadline_s, hooks)
+        if hooks is not None:
+            hooks.on_start()
         try:
-            line = child.ask(request, deadline_s)
+            line = child.ask(request, deadline_s, hooks)
         except BaseException:
             self._idle.put(self._new_child(child))
             raise
         if line is None:  # past the deadline: the child was killed
             self._idle.put(self._new_child())
             raise SearchTooLong(self.field, f"took longer than this server's {self.timeout_s:g} s limit and was "
-                                            f"stopped; {self.narrow_hint}")
+                                            f"stopped; {self.narrow_hint}", self.timeout_s)
         self._idle.put(child if child.requests < REQUESTS_PER_CHILD else self._new_child(child))
         return line
 
-    def _take(self, deadline_s: float) -> _Child:
-        try:
-            child = self._idle.get(timeout=max(0.0, deadline_s - time.monotonic()))
-        except queue.Empty:
-            raise SearchUnavailable(f"{self.field}: the server is busy and no worker freed up within the "
-                                    f"{self.timeout_s:g} s limit; try again shortly.", self.retry_after_s,
-                                    self.field) from None
+    def _take(self, deadline_s: float, hooks: SearchHooks | None = None) -> _Child:
+        while True:
+            remaining_s = max(0.0, deadline_s - time.monotonic())
+            try:
+                child = self._idle.get(timeout=remaining_s if hooks is None else min(remaining_s, CANCEL_POLL_S))
+                break
+            except queue.Empty:
+                if hooks is not None and hooks.cancelled.is_set():
+                    raise SearchCancelled from None
+                if hooks is None or time.monotonic() >= deadline_s:
+                    raise SearchUnavailable(f"{self.field}: the server is busy and no worker freed up within the "
+                                            f"{self.timeout_s:g} s limit; try again shortly.", self.retry_after_s,
+                                            self.field) from None
         return child if child is not None and child.alive() else self._new_child(child)
 
     def _new_child(self, old: _Child | None = None) -> _Child:
@@ -203,22 +255,33 @@ class _Child:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def ask(self, request: str, deadline_s: float) -> str | None:
-        """The answer line to one request, None past the deadline (the child is then killed)."""
+    def ask(self, request: str, deadline_s: float, hooks: SearchHooks | None = None) -> str | None:
+        """The answer line to one request, None past the deadline (the child is then killed). Progress
+        lines go to `hooks`; once `hooks.cancelled` is set the child is killed and SearchCancelled raised."""
         self.requests += 1
         try:
             self.process.stdin.write(request + "\n")
             self.process.stdin.flush()
-            line = self._lines.get(timeout=max(0.0, deadline_s - time.monotonic()))
-        except queue.Empty:
-            self.kill()
-            return None
         except OSError:
-            line = None
-        if line is None:
-            raise SearchUnavailable("request: the worker process ended without an answer (out of memory?); "
-                                    "make the request smaller.")
-        return line
+            raise SearchUnavailable(_DIED) from None
+        while True:
+            if hooks is not None and hooks.cancelled.is_set():
+                self.kill()
+                raise SearchCancelled
+            remaining_s = max(0.0, deadline_s - time.monotonic())
+            try:
+                line = self._lines.get(timeout=remaining_s if hooks is None else min(remaining_s, CANCEL_POLL_S))
+            except queue.Empty:
+                if hooks is None or time.monotonic() >= deadline_s:
+                    self.kill()
+                    return None
+                continue
+            if line is None:
+                raise SearchUnavailable(_DIED)
+            if not line.startswith('{"progress"'):
+                return line
+            if hooks is not None:
+                hooks.on_progress(*json.loads(line)["progress"])
 
     def kill(self) -> None:
         """Stop the process; its reader thread ends at the end of its output."""
@@ -228,12 +291,17 @@ class _Child:
             self.process.stdin.close()
 
 
-@functools.cache
+_worker_directory: list[str] = []
+
+
 def _empty_directory() -> str:
-    """A private empty directory for the children to run in, removed when the server exits."""
-    path = tempfile.mkdtemp(prefix="trainrig-worker-")
-    atexit.register(shutil.rmtree, path, True)
-    return path
+    """A private empty directory for the children to run in, removed when the server exits; made again if
+    something else removed it meanwhile (a /tmp cleaner), so a child can always be started."""
+    if not _worker_directory or not os.path.isdir(_worker_directory[0]):
+        path = tempfile.mkdtemp(prefix="trainrig-worker-")
+        atexit.register(shutil.rmtree, path, True)
+        _worker_directory[:] = [path]
+    return _worker_directory[0]
 
 
 def _child_environment() -> dict[str, str]:
@@ -243,6 +311,14 @@ def _child_environment() -> dict[str, str]:
     if directories:
         environment[CATALOG_ENV] = os.pathsep.join(str(Path(d).expanduser().absolute()) for d in directories)
     return environment
+
+
+_DIED = "request: the worker process ended without an answer (out of memory?); make the request smaller."
+
+
+def request_key(task: str, arguments: dict[str, Any]) -> str:
+    """The cache key: the task and its arguments as canonical JSON (keys sorted, no spaces)."""
+    return json.dumps([task, arguments], sort_keys=True, separators=(",", ":"))
 
 
 def _answer(line: str) -> dict[str, Any]:

@@ -8,21 +8,25 @@ config.json becomes the job file's `model:` mapping), and the node sized around 
 (what `plan` gives each of its plans). Routes are plain `def`s: FastAPI runs them in its thread pool.
 Every route that computes runs its work in a worker process under a time limit (`plan_worker`): plan and
 compare in one pool, the others in their own, so a thread waits at most that limit and is never lost.
+`/api/plan/jobs` and `/api/compare/jobs` run the same searches as jobs (`jobs.py`): the POST answers at
+once with an id, GET polls the progress and finally holds the answer, DELETE cancels.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 
 from trainrig.answers import gpus_answer, models_answer
 from trainrig.catalog import load_catalog
 from trainrig.errors import TrainrigError
 from trainrig.estimate.result import Estimate
 from trainrig.plan.result import CompareResult, PlanResult
-from trainrig.web.errors import ERROR_RESPONSES, SEARCH_RESPONSES, FiniteJSONResponse
+from trainrig.web.errors import ERROR_RESPONSES, SEARCH_RESPONSES, ErrorBody, FiniteJSONResponse
 from trainrig.web.inputs import CompareBody, EstimateBody, ModelBody, PlanBody, body_error, plan_arguments
+from trainrig.web.jobs import JobStore
 
 __all__ = ["router"]
 
@@ -88,10 +92,14 @@ def node(body: EstimateBody, request: Request) -> FiniteJSONResponse:
     return FiniteJSONResponse(_computed(request, "node", body.model_dump()))
 
 
+PER_GPU_TYPE = Query(False, description="One plan per GPU type, each type's best (the rows `trainrig compare` "
+                                         "gives), rather than the best overall.")
+
+
 @router.post("/plan", responses={**_ok("`trainrig plan --json`", model=PlanResult), **SEARCH_RESPONSES})
-def plan(body: PlanBody, request: Request) -> FiniteJSONResponse:
+def plan(body: PlanBody, request: Request, per_gpu_type: bool = PER_GPU_TYPE) -> FiniteJSONResponse:
     """The best configurations for the job under the deadline and budget, with the time–cost points."""
-    return FiniteJSONResponse(_search(request, "plan", body))
+    return FiniteJSONResponse(_search(request, "plan", body, per_gpu_type))
 
 
 @router.post("/compare", responses={**_ok("`trainrig compare --json`", model=CompareResult), **SEARCH_RESPONSES})
@@ -105,8 +113,123 @@ def _computed(request: Request, task: str, arguments: dict[str, Any]) -> dict[st
     return request.app.state.request_pool.run(task, arguments)
 
 
-def _search(request: Request, search: str, body: CompareBody) -> dict[str, Any]:
+def _search(request: Request, search: str, body: CompareBody, per_gpu_type: bool = False) -> dict[str, Any]:
     try:
-        return request.app.state.plan_worker.run(search, plan_arguments(body))
+        return request.app.state.plan_worker.run(search, _search_arguments(body, per_gpu_type))
     except TrainrigError as error:
         raise body_error(error) from None
+
+
+def _search_arguments(body: CompareBody, per_gpu_type: bool = False) -> dict[str, Any]:
+    arguments = plan_arguments(body)
+    if per_gpu_type:  # only when asked, so the cache key of every other request is what it always was
+        arguments["per_gpu_type"] = True
+    return arguments
+
+
+# ---- searches as jobs ------------------------------------------------------------------------------------
+
+JOB_SCHEMA = {"type": "object", "required": ["id", "status", "evaluated", "total", "elapsed_s", "result", "error"],
+              "properties": {
+                  "id": {"type": "string"},
+                  "status": {"type": "string", "enum": ["queued", "running", "done", "failed", "cancelled"]},
+                  "cached": {"type": "boolean", "description": "Answered from the cache of earlier answers."},
+                  "evaluated": {"type": "integer", "description": "Configurations evaluated so far."},
+                  "total": {"type": ["integer", "null"], "description": "Configurations in the whole search."},
+                  "elapsed_s": {"type": "number", "description": "Seconds since the job was created (until it "
+                                                                 "finished)."},
+                  "result": {"type": ["object", "null"], "description": "The answer /api/plan (or /api/compare) "
+                                                                        "gives, once done."},
+                  "error": {"anyOf": [{"$ref": "#/components/schemas/ErrorBody"}, {"type": "null"}]}}}
+CREATED_SCHEMA = {"type": "object", "required": ["id", "status", "cached"],
+                  "properties": {"id": {"type": "string"}, "status": {"type": "string"},
+                                 "cached": {"type": "boolean"}}}
+_JOB_FOUND = {200: {"description": "The job's state", "content": {"application/json": {"schema": JOB_SCHEMA}}},
+              404: {"model": ErrorBody, "description": "No job with that id (never made, or dropped since)."}}
+_JOB_CREATED = {202: {"description": "The job, queued (or done at once from the cache); poll GET …/jobs/{id}",
+                      "content": {"application/json": {"schema": CREATED_SCHEMA}}}, **SEARCH_RESPONSES}
+_JOBS_LOCK = threading.Lock()
+
+
+@router.post("/plan/jobs", status_code=202, responses=_JOB_CREATED)
+def plan_job(body: PlanBody, request: Request, per_gpu_type: bool = PER_GPU_TYPE) -> FiniteJSONResponse:
+    """Start a plan search (the /api/plan body); an identical request answered before is done at once."""
+    return _created(request, "plan", _search_arguments(body, per_gpu_type))
+
+
+@router.get("/plan/jobs/{job_id}", responses=_JOB_FOUND)
+def plan_job_state(job_id: str, request: Request) -> FiniteJSONResponse:
+    """A plan job: status, configurations evaluated of the total, elapsed time, and the answer once done."""
+    return _state(request, "plan", job_id)
+
+
+@router.delete("/plan/jobs/{job_id}", responses=_JOB_FOUND)
+def cancel_plan_job(job_id: str, request: Request) -> FiniteJSONResponse:
+    """Cancel a queued or running plan job (its search is stopped); a finished one is left as it is."""
+    return _cancelled(request, "plan", job_id)
+
+
+@router.post("/compare/jobs", status_code=202, responses=_JOB_CREATED)
+def compare_job(body: CompareBody, request: Request) -> FiniteJSONResponse:
+    """Start a compare search (the /api/compare body), as /api/plan/jobs does a plan."""
+    return _created(request, "compare", _search_arguments(body))
+
+
+@router.get("/compare/jobs/{job_id}", responses=_JOB_FOUND)
+def compare_job_state(job_id: str, request: Request) -> FiniteJSONResponse:
+    """A compare job, as GET /api/plan/jobs/{id}."""
+    return _state(request, "compare", job_id)
+
+
+@router.delete("/compare/jobs/{job_id}", responses=_JOB_FOUND)
+def cancel_compare_job(job_id: str, request: Request) -> FiniteJSONResponse:
+    """Cancel a compare job, as DELETE /api/plan/jobs/{id}."""
+    return _cancelled(request, "compare", job_id)
+
+
+_OTHER_METHODS = ["POST", "PUT", "PATCH", "OPTIONS", "TRACE"]
+
+
+# GET and DELETE of one path are two routes, and Starlette's 405 would name only the first one's methods
+@router.api_route("/plan/jobs/{job_id}", methods=_OTHER_METHODS, include_in_schema=False)
+@router.api_route("/compare/jobs/{job_id}", methods=_OTHER_METHODS, include_in_schema=False)
+def job_method_not_allowed(job_id: str, request: Request) -> FiniteJSONResponse:
+    return FiniteJSONResponse({"field": None, "message": "Method Not Allowed"}, status_code=405,
+                              headers={"allow": "GET, DELETE"})
+
+
+def _jobs(request: Request) -> JobStore:
+    """The app's job store, made with the first job (beside the search pool it runs in)."""
+    state = request.app.state
+    with _JOBS_LOCK:
+        if getattr(state, "search_jobs", None) is None:
+            state.search_jobs = JobStore(state.plan_worker, state.settings.max_stored_jobs)
+        return state.search_jobs
+
+
+def _created(request: Request, task: str, arguments: dict[str, Any]) -> FiniteJSONResponse:
+    store = _jobs(request)
+    if store.pool.cached(task, arguments) is None:  # bad input is a 422 now, as /api/plan's, not a failed job
+        try:
+            request.app.state.request_pool.run("search_check", arguments)
+        except TrainrigError as error:
+            raise body_error(error) from None
+    job = store.submit(task, arguments)
+    return FiniteJSONResponse({"id": job.id, "status": job.status, "cached": job.cached}, status_code=202,
+                              headers={"location": f"/api/{task}/jobs/{job.id}"})
+
+
+def _state(request: Request, task: str, job_id: str) -> FiniteJSONResponse:
+    job = _jobs(request).get(task, job_id)
+    return _unknown(task) if job is None else FiniteJSONResponse(job.view())
+
+
+def _cancelled(request: Request, task: str, job_id: str) -> FiniteJSONResponse:
+    job = _jobs(request).cancel(task, job_id)
+    return _unknown(task) if job is None else FiniteJSONResponse(job.view())
+
+
+def _unknown(task: str) -> FiniteJSONResponse:
+    message = (f"id: no {task} job has this id; it was never made, or it finished long enough ago to be dropped. "
+               f"Send the request again (POST /api/{task}/jobs): an answer still kept comes back at once.")
+    return FiniteJSONResponse({"field": "id", "message": message}, status_code=404)

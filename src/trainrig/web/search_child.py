@@ -1,25 +1,50 @@
 """One worker process of the web server: one JSON request per line on stdin, one answer per line on stdout.
 
 Request: `{"task": "plan" | "compare" | "estimate" | "fit" | "node" | "model", "arguments": {...}}` (a
-search's keyword arguments, or a route's request body; see `trainrig.web.tasks`).
+search's keyword arguments, or a route's request body; see `trainrig.web.tasks`), with `"progress": true`
+for a search whose progress the server wants to hear.
 Answer: `{"ok": <the CLI's --json>}`, `{"input": [field, message]}` for bad input, or `{"crash": traceback}`.
-`trainrig.web.plan_worker` starts it and kills it when a request passes the server's time limit.
+Before it, a search asked for progress writes lines `{"progress": [evaluated, total]}` (configurations),
+at most one per PROGRESS_EVERY_S, the first (with the total) and the last always.
+`trainrig.web.plan_worker` starts it and kills it when a request passes the server's time limit or is cancelled.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from trainrig.catalog import load_catalog
 from trainrig.errors import TrainrigError
-from trainrig.web.tasks import TASKS
+from trainrig.web.tasks import SEARCH_TASKS, TASKS
+
+PROGRESS_EVERY_S = 0.1
+"""Shortest time between two progress lines: the page polls every 250 ms, and a line costs microseconds."""
+
+
+def progress_writer() -> Callable[[int, int], None]:
+    """A search's progress callback that writes throttled progress lines (the search itself never sees a clock)."""
+    last_s = -float("inf")
+
+    def report(evaluated: int, total: int) -> None:
+        nonlocal last_s
+        now_s = time.monotonic()
+        if evaluated in (0, total) or now_s - last_s >= PROGRESS_EVERY_S:
+            last_s = now_s
+            sys.stdout.write(json.dumps({"progress": [evaluated, total]}) + "\n")
+            sys.stdout.flush()
+
+    return report
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
     try:
+        if request.get("progress") and request.get("task") in SEARCH_TASKS:
+            return {"ok": SEARCH_TASKS[request["task"]](request["arguments"], progress_writer())}
         return {"ok": TASKS[request["task"]](request["arguments"])}
     except TrainrigError as error:
         return {"input": [error.field, error.message]}

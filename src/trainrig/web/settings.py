@@ -36,6 +36,8 @@ class Settings:
     """Such requests waiting for a free process; one more is refused at once with a 503 and Retry-After."""
     result_cache_entries: int = 128
     """Answers kept per pool (least recently used dropped first): a repeated request is not computed again."""
+    max_stored_jobs: int = 64
+    """Plan and compare jobs kept for polling (`/api/plan/jobs`); past it the oldest finished are dropped."""
     body_timeout_s: float = 10.0
     """Time a client has to send a request body once its head is in; past it, a 408 and the connection closes."""
     header_timeout_s: float = 10.0

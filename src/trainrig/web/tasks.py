@@ -57,18 +57,34 @@ def model_task(body: dict[str, Any]) -> dict[str, Any]:
     return resolved_model(body["model"])
 
 
-def _search(name: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    def search(arguments: dict[str, Any]) -> dict[str, Any]:
+Progress = Callable[[int, int], None]
+"""(configurations evaluated so far, configurations in all), as `trainrig.plan.search.SearchProgress`."""
+
+
+def _search(name: str) -> Callable[..., dict[str, Any]]:
+    def search(arguments: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
         from trainrig.plan import planner  # here: the search's imports are a search child's alone
 
         function = getattr(planner, name)
-        return timed(function, **{**arguments, "model": model_source(arguments["model"])}).to_dict()
+        extra = {"progress": progress} if progress is not None else {}
+        return timed(function, **{**arguments, "model": model_source(arguments["model"])}, **extra).to_dict()
 
     return search
 
 
-SEARCH_TASKS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+def search_check_task(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A search's input checked as `plan()` checks it before it searches (`Planner.create`: the model, the GPU
+    types, the constraints), so a plan job with bad input is refused at once with the 422 /api/plan gives."""
+    from trainrig.plan.planner import Planner
+
+    given = {key: value for key, value in arguments.items() if key != "per_gpu_type"}
+    Planner.create(**{**given, "model": model_source(given["model"])})
+    return {}
+
+
+SEARCH_TASKS: dict[str, Callable[..., dict[str, Any]]] = {
     "plan": _search("plan"), "compare": _search("compare")}
 REQUEST_TASKS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    "estimate": estimate_task, "fit": fit_task, "node": node_task, "model": model_task}
+    "estimate": estimate_task, "fit": fit_task, "node": node_task, "model": model_task,
+    "search_check": search_check_task}
 TASKS = {**SEARCH_TASKS, **REQUEST_TASKS}

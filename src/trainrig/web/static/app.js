@@ -5,11 +5,18 @@ import { api } from "./api.js";
 import * as form from "./form.js";
 import * as f from "./format.js";
 import * as views from "./views.js";
+import * as checks from "./field_errors.js";
+import * as compare from "./compare.js";
+import { applyChanges } from "./fixes.js";
+import { liveRunner } from "./live.js";
+import * as pickers from "./pickers.js";
+import * as planJob from "./plan_job.js";
+import { markSelectedPlan } from "./charts.js";
 
 const $ = (id) => document.getElementById(id);
 const WHAT_IF_EXAMPLES = ["zero=3", "recompute=full", "inter_node=eth-100g", "precision=fp8", "micro_batch=2"];
 const state = { models: [], gpus: [], offers: [], customModel: null, plan: null, selectedRank: 1, job: null,
-  fitRequest: 0 };
+  fitRequest: 0, estimateRequest: 0, live: null };
 
 // ---- start ----------------------------------------------------------------------------------------------
 
@@ -26,25 +33,28 @@ async function start() {
   const restored = form.fromUrl(location.search, addCustomOption);
   state.customModel = restored.customModel;
   state.selectedRank = restored.selectedRank;
+  planJob.readOptions(location.search);
   openSetDetails();
   onModeChange();
   describeModel();
   suggestPrice(Boolean(new URLSearchParams(location.search).get("price")));
-  if (restored.hasJob) await run();
+  pickers.describeGpu(state.gpus, state.offers);
+  // a link reruns its view; a first visit shows the worked example the form starts with
+  if (restored.hasJob || !location.search) await state.live.runNow();
   document.body.dataset.ready = "1";
 }
 
 function fillChoices(catalog) {
   options($("model-preset"), state.models.map((m) => [m.id, `${m.id} — ${f.count(m.n_params)} parameters`]));
   $("model-preset").value = state.models.some((m) => m.id === "llama3-8b") ? "llama3-8b" : state.models[0].id;
-  options($("gpu"), state.gpus.map((g) => [g.id, `${g.id} — ${g.memory_gib} GiB`]));
-  $("gpu").value = state.gpus.some((g) => g.id === "H100-SXM5-80GB") ? "H100-SXM5-80GB" : state.gpus[0].id;
+  pickers.fillGpuPicker(state.gpus, state.offers, "H100-SXM5-80GB");
   const links = catalog.links;
   options($("intra-node"), links.filter((l) => !["infiniband", "ethernet"].includes(l.kind))
     .map((l) => [l.id, `${l.id} (${l.bandwidth_gbs} GB/s)`]), true);
   options($("inter-node"), links.filter((l) => ["infiniband", "ethernet"].includes(l.kind))
     .map((l) => [l.id, `${l.id} (${l.line_rate_gbps} Gb/s)`]), true);
   options($("storage"), catalog.storage.map((s) => [s.id, s.id]), true);
+  pickers.setDefault($("storage"), $("storage").dataset.default);
   $("gpu-types").replaceChildren(...state.gpus.map((g) => {
     const label = document.createElement("label");
     const box = document.createElement("input");
@@ -74,11 +84,15 @@ function options(select, pairs, keepFirst = false) {
 }
 
 function bindControls() {
-  $("job-form").addEventListener("submit", (event) => { event.preventDefault(); run(); });
+  state.live = liveRunner($("job-form"), { isLive: () => form.mode() === "fixed", run });
+  $("job-form").addEventListener("submit", (event) => { event.preventDefault(); state.live.runNow(); });
+  compare.bindSorting();
+  planJob.watchForm(() => form.planBody(state.customModel));
+  window.addEventListener("popstate", restoreFromUrl);
   for (const radio of document.querySelectorAll("input[name=mode]")) radio.addEventListener("change", onModeChange);
   $("model-preset").addEventListener("change", describeModel);
   $("method").addEventListener("change", form.showMethodFields);
-  $("gpu").addEventListener("change", () => suggestPrice(false));
+  $("gpu").addEventListener("change", () => { suggestPrice(false); pickers.describeGpu(state.gpus, state.offers); });
   $("price").addEventListener("input", () => { delete $("price").dataset.auto; });
   $("config-use").addEventListener("click", useConfigText);
   $("config-file").addEventListener("change", readConfigFile);
@@ -101,16 +115,15 @@ function bindControls() {
 function openSetDetails() {
   for (const details of document.querySelectorAll("#job-form details:not(#custom-model)")) {
     const fields = [...details.querySelectorAll("input, select")];
-    if (fields.some((field) => (field.type === "checkbox" ? field.checked !== field.defaultChecked
-      : field.value !== ""))) details.open = true;
+    if (fields.some(form.differsFromDefault)) details.open = true;
   }
 }
 
 function onModeChange() {
-  const plan = form.mode() === "plan";
-  document.body.classList.toggle("mode-plan", plan);
-  document.body.classList.toggle("mode-fixed", !plan);
-  $("run").textContent = plan ? "Plan" : "Estimate";
+  const mode = form.mode();
+  for (const name of form.MODES) document.body.classList.toggle(`mode-${name}`, mode === name);
+  document.body.classList.toggle("mode-search", mode !== "fixed");  // plan and compare share their options
+  $("run").textContent = { fixed: "Estimate", plan: "Plan", compare: "Compare" }[mode];
   countGpuTypes();
 }
 
@@ -176,6 +189,7 @@ async function useConfigText() {
     addCustomOption(resolved.model);
     $("model-info").textContent = `${resolved.model.name}: ${f.count(resolved.n_params)} parameters `
       + `(from your config.json)`;
+    if (form.mode() === "fixed") state.live.runNow({ live: true });  // a new model is a change like any other
   } catch (error) {
     showError(error);
   }
@@ -195,32 +209,73 @@ function suggestPrice(keep) {
 
 // ---- running --------------------------------------------------------------------------------------------
 
-async function run() {
+// live: a run the form's change started (not a click), which neither moves the focus nor scrolls
+async function run({ live = false } = {}) {
+  if (live && form.mode() !== "fixed") return;  // a change made just before switching modes: plans run on request
+  const problems = checks.check();  // empty and non-positive numbers, all at once, before anything is sent
+  if (problems.length) {
+    state.estimateRequest += 1;  // an estimate still on its way is for the inputs before
+    checks.showProblems(problems, { focus: !live });
+    views.markStale(true);
+    return;
+  }
   clearError();
   setBusy(true);
   try {
+    if (form.mode() !== "fixed") state.estimateRequest += 1;
     if (form.mode() === "plan") await runPlan();
-    else await runEstimate();
+    else if (form.mode() === "compare") await runCompare();
+    else if (!(await runEstimate())) return;  // a newer estimate is on its way
     $("welcome").hidden = true;
-    history.replaceState(null, "", form.toUrl(state.customModel, state.selectedRank));
-    if (window.matchMedia("(max-width: 899px)").matches) $("results").scrollIntoView({ block: "start" });
+    history.replaceState(null, "", pageUrl());
+    if (!live && window.matchMedia("(max-width: 899px)").matches) $("results").scrollIntoView({ block: "start" });
   } catch (error) {
-    showError(error);
+    if (error instanceof planJob.Cancelled) return;  // the result before stays, marked stale, with its link
+    showError(error, { focus: !live });
+    views.markStale(true);
   } finally {
     setBusy(false);
   }
 }
 
+// Returns false when a newer estimate was asked for meanwhile: only the latest answer is shown
 async function runEstimate() {
   const body = form.estimateBody(state.customModel);
-  const [est, sizing] = await Promise.all([api("/api/estimate", body),
-    api("/api/node", { ...body, what_if: undefined })]);
+  const request = ++state.estimateRequest;
+  let est;
+  let sizing;
+  try {
+    [est, sizing] = await Promise.all([api("/api/estimate", body), api("/api/node", { ...body, what_if: undefined })]);
+  } catch (error) {
+    if (request !== state.estimateRequest) return false;
+    throw error;
+  }
+  if (request !== state.estimateRequest) return false;
   state.plan = null;
   $("plan-view").hidden = true;
+  compare.hideCompare();
   views.showEstimate(est, { title: "Estimate", node: sizing.node, nodeMessage: sizing.message,
-    cli: cliCommand(body.price_usd_per_gpu_hour, body.what_if) });
+    cli: cliCommand(body.price_usd_per_gpu_hour, body.what_if), onApply: applyFix });
   document.body.dataset.result = "estimate";
   loadFit({ model: body.model, hardware: body.hardware, training: body.training });  // not awaited
+  return true;
+}
+
+// Apply a suggested fix: set the form as it says and estimate at once
+function applyFix(fix) {
+  applyChanges(fix.changes);
+  state.live.runNow();
+}
+
+async function runCompare() {
+  const result = await api("/api/compare", form.compareBody(state.customModel));
+  state.plan = null;
+  state.fitRequest += 1;  // what fits is shown for an estimate
+  views.hideFit();
+  $("plan-view").hidden = true;
+  $("estimate-view").hidden = true;
+  compare.showCompare(result);
+  document.body.dataset.result = "compare";
 }
 
 // What fits, fetched once the estimate is on the page; an answer for an older estimate is dropped.
@@ -235,13 +290,34 @@ async function loadFit(job) {
   }
 }
 
+// The page's link: the form as the URL holds it, and the plan options kept beside it (plan_job.js)
+function pageUrl() {
+  return planJob.withOptions(form.toUrl(state.customModel, state.selectedRank));
+}
+
+// Back and Forward: the form as that entry's link holds it, and its result (a plan comes from the cache)
+async function restoreFromUrl() {
+  planJob.cancel();
+  const restored = form.fromUrl(location.search, addCustomOption);
+  state.customModel = restored.customModel;
+  state.selectedRank = restored.selectedRank;
+  planJob.readOptions(location.search);
+  onModeChange();
+  describeModel();
+  if (restored.hasJob) await state.live.runNow();
+}
+
+// A plan job (plan_job.js): progress and Cancel while it runs; the link and CLI line are those of the request
 async function runPlan() {
-  const result = await api("/api/plan", form.planBody(state.customModel));
+  const { result } = await planJob.runPlan(form.planBody(state.customModel),
+    form.toUrl(state.customModel, state.selectedRank));
   state.plan = result;
   state.fitRequest += 1;  // what fits is shown for an estimate, not for a plan
   views.hideFit();
+  compare.hideCompare();
   if (!result.plans.some((p) => p.rank === state.selectedRank)) state.selectedRank = 1;
   views.showPlanSummary(result);
+  planJob.showRequest();
   drawPlan();
   selectPlan(state.selectedRank);
   document.body.dataset.result = "plan";
@@ -251,6 +327,7 @@ function drawPlan() {
   const result = state.plan;
   const colours = views.gpuColours([...result.points.map((p) => p.gpu), ...result.plans.map((p) => p.gpu)]);
   views.showPlanChart(result, colours, { onPoint: showTooltip, onLeave: hideTooltip, onPlan: selectPlan });
+  markSelectedPlan($("plan-chart"), state.selectedRank);
 }
 
 function selectPlan(rank) {
@@ -260,13 +337,14 @@ function selectPlan(rank) {
   state.selectedRank = rank;
   state.job = plan.job;
   views.showPlanTable(state.plan, rank, selectPlan);
+  markSelectedPlan($("plan-chart"), rank);
   const price = plan.offer ? plan.offer.usd_per_gpu_hour : undefined;
   views.showEstimate(plan.estimate, {
     title: `Plan ${rank}: ${plan.n_gpus} × ${plan.gpu}${plan.offer ? ` on ${plan.offer.provider} ${plan.offer.instance}` : ""}`,
     node: plan.node, nodeMessage: plan.node ? null : "this configuration does not fit in GPU memory.",
     cli: cliCommand(price, []),
   });
-  history.replaceState(null, "", form.toUrl(state.customModel, state.selectedRank));
+  history.replaceState(null, "", pageUrl());
 }
 
 function cliCommand(price, changes) {
@@ -296,23 +374,13 @@ function hideTooltip() {
   $("tooltip").hidden = true;
 }
 
-function showError(error) {
-  const box = $("error");
-  box.textContent = error.message;
-  box.hidden = false;
-  for (const input of document.querySelectorAll("[data-fields]")) {
-    const fields = input.dataset.fields.split(" ");
-    const hit = error.field && fields.some((name) => error.field === name || error.field.startsWith(`${name}.`)
-      || error.field.startsWith(`${name}[`));
-    input.toggleAttribute("aria-invalid", Boolean(hit));
-    const folded = hit && input.closest("details");
-    if (folded) folded.open = true;  // the control the error names is shown, not folded away
-  }
+// An error that names a field is shown under that field (field_errors.js); others at the top of the results
+function showError(error, { focus = true } = {}) {
+  checks.showServerError(error, { focus });
 }
 
 function clearError() {
-  $("error").hidden = true;
-  for (const input of document.querySelectorAll("[aria-invalid]")) input.removeAttribute("aria-invalid");
+  checks.clear();
 }
 
 function setBusy(busy) {
@@ -337,7 +405,7 @@ function downloadJob() {
 }
 
 async function copyLink() {
-  const url = new URL(form.toUrl(state.customModel, state.selectedRank), location.href).href;
+  const url = new URL(pageUrl(), location.href).href;
   history.replaceState(null, "", url);
   try {
     await navigator.clipboard.writeText(url);

@@ -10,7 +10,7 @@ const FIELDS = {
   model: "model-preset", tokens: "tokens", seq: "seq-len", gb: "global-batch", mb: "micro-batch",
   prec: "precision", method: "method", gpu: "gpu", n: "n-gpus", gpn: "gpus-per-node", intra: "intra-node",
   inter: "inter-node", price: "price", tp: "tp", pp: "pp", zero: "zero", rc: "recompute", cpu: "cpu-cores",
-  storage: "storage", deadline: "deadline", budget: "budget", maxgpus: "max-gpus", obj: "objective",
+  storage: "storage", ram: "ram-gb", deadline: "deadline", budget: "budget", maxgpus: "max-gpus", obj: "objective",
   fw: "framework", opt: "optimizer", loss: "loss", offload: "offload", msl: "mean-seq-len", quant: "quantization",
   rank: "lora-rank", targets: "lora-targets",
 };
@@ -27,8 +27,10 @@ export function mode() {
   return document.querySelector("input[name=mode]:checked").value;
 }
 
+export const MODES = ["fixed", "plan", "compare"];
+
 export function setMode(value) {
-  const radio = document.querySelector(`input[name=mode][value="${value === "plan" ? "plan" : "fixed"}"]`);
+  const radio = document.querySelector(`input[name=mode][value="${MODES.includes(value) ? value : "fixed"}"]`);
   radio.checked = true;
 }
 
@@ -101,7 +103,7 @@ export function job(customModel) {
   const hardware = optional({
     gpu: text("gpu"), n_gpus: number("n-gpus"), gpus_per_node: number("gpus-per-node"),
     intra_node: text("intra-node"), inter_node: text("inter-node"), cpu_cores_per_node: number("cpu-cores"),
-    storage: text("storage"),
+    ram_gb_per_node: number("ram-gb"), storage: text("storage"),
   });
   const training = optional({
     seq_len: number("seq-len"), global_batch: number("global-batch"), micro_batch: number("micro-batch"),
@@ -131,6 +133,22 @@ export function planBody(customModel) {
   });
 }
 
+// `trainrig compare` takes `plan`'s options, less `top` (which the form never sends)
+export function compareBody(customModel) {
+  return planBody(customModel);
+}
+
+// A control differs from the value the page starts with (its default attribute or option; for a select
+// filled from the catalog, the option marked defaultSelected there).
+export function differsFromDefault(field) {
+  if (field.type === "checkbox" || field.type === "radio") return field.checked !== field.defaultChecked;
+  if (field.tagName === "SELECT") {
+    const initial = [...field.options].find((option) => option.defaultSelected) || field.options[0];
+    return Boolean(initial) && field.value !== initial.value;
+  }
+  return field.value !== field.defaultValue;
+}
+
 // ---- the URL -------------------------------------------------------------------------------------------
 
 export function toUrl(customModel, selectedRank) {
@@ -146,12 +164,12 @@ export function toUrl(customModel, selectedRank) {
   }
   if ($("model-preset").value === "custom" && customModel) params.set("spec", JSON.stringify(customModel));
   if (mode() === "fixed") for (const change of whatIfs()) params.append("wi", change);
-  if (mode() === "plan") {
+  if (mode() !== "fixed") {
     const gpus = checkedGpuTypes();
     if (gpus.length) params.set("gpus", gpus.join(","));
     if ($("priced-only").checked) params.set("priced", "1");
-    if (selectedRank && selectedRank !== 1) params.set("sel", String(selectedRank));
   }
+  if (mode() === "plan" && selectedRank && selectedRank !== 1) params.set("sel", String(selectedRank));
   return `${location.pathname}?${params}`;
 }
 
@@ -160,8 +178,10 @@ function isRelevant(id) {
   const fixedOnly = element.closest(".fixed-only");
   const planOnly = element.closest(".plan-only");
   if (element.closest(".lora-only") && !adapters()) return false;
-  return mode() === "plan" ? !fixedOnly : !planOnly;
+  return mode() === "fixed" ? !planOnly : !fixedOnly;  // compare takes the plan's options
 }
+
+export { isRelevant };
 
 // Fill the form from the URL; returns {customModel, selectedRank, hasJob}
 export function fromUrl(search, addCustomOption) {

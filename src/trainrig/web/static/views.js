@@ -2,7 +2,8 @@
 // field of the API's JSON (the CLI's --json), formatted.
 
 import * as f from "./format.js";
-import { legend, stackedBar, timeCostChart } from "./charts.js";
+import { legend, memoryBar, stackedBar, timeCostChart } from "./charts.js";
+import { addFixes, adviceFixes, fitFixes, showFixes } from "./fixes.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -18,6 +19,8 @@ const RESOURCE_LABELS = {
   compute: "GPU compute", hbm_bandwidth: "GPU memory bandwidth", intra_node: "link inside a node",
   inter_node: "network between nodes", pcie: "PCIe host link", cpu: "CPU", storage: "storage",
 };
+// The estimate on the page, its fixes and what Apply does: the fit answer, which comes later, adds its fixes
+const current = { est: null, fixes: [], onApply: null };
 const NODE_PARTS = [["cpu", "CPU cores"], ["ram", "RAM"], ["storage", "Storage"], ["network", "Network"]];
 
 function element(tag, { className, text, testid, value } = {}) {
@@ -42,13 +45,19 @@ function row(cells) {
 
 // ---- one estimate --------------------------------------------------------------------------------------
 
-export function showEstimate(est, { title, node = null, nodeMessage = null, cli }) {
+export function showEstimate(est, { title, node = null, nodeMessage = null, cli, onApply = null }) {
+  $("estimate-view").hidden = false;  // first, so the charts measure their width
+  markStale(false);
   $("estimate-title").textContent = title;
   const verdict = $("fit-verdict");
   verdict.className = `verdict ${est.fits ? "good" : "bad"}`;
   verdict.textContent = est.fits
-    ? `Fits: ${f.gib(est.memory_per_gpu_gib)} of ${f.gib(est.memory_capacity_gib)} per GPU.`
+    ? `Fits: ${f.gibOf(est.memory_per_gpu_gib, est.memory_capacity_gib)} per GPU.`
     : `Does not fit: ${est.fit_message}`;
+  current.est = est;
+  current.onApply = onApply;
+  current.fixes = onApply ? adviceFixes(est) : [];
+  showFixes(current.fixes, onApply);
   showCards(est);
   showMemory(est);
   showStep(est);
@@ -58,30 +67,42 @@ export function showEstimate(est, { title, node = null, nodeMessage = null, cli 
   showNode(node, nodeMessage);
   showNotes(est);
   $("cli-command").textContent = cli;
-  $("estimate-view").hidden = false;
 }
 
+// The result on the page is for earlier inputs (the last run failed): dimmed and said so
+export function markStale(stale) {
+  const views = ["estimate-view", "compare-view", "plan-view"].map((id) => $(id)).filter(Boolean);
+  $("stale-note").hidden = !stale || views.every((view) => view.hidden);  // said only where a result is left
+  for (const view of views) view.classList.toggle("stale", stale);
+}
+
+// Time and cost of a job that does not fit are what it would take if it did: shown, dimmed and labelled
+const IF_IT_FIT = ["step-time", "throughput", "mfu", "total-time", "gpu-hours", "cost"];
+
 function showCards(est) {
+  const warnings = f.implausible(est);
   const cards = [
     ["memory", "Memory per GPU", f.gib(est.memory_per_gpu_gib), est.memory_per_gpu_gib,
       `of ${f.gib(est.memory_capacity_gib)}`],
-    ["step-time", "Step time", f.seconds(est.step_time_s), est.step_time_s,
+    ["step-time", "Step time", f.duration(est.step_time_s), est.step_time_s,
       `${est.config.grad_accum} micro-batch${est.config.grad_accum === 1 ? "" : "es"} per GPU`],
     ["throughput", "Throughput", `${f.count(est.tokens_per_s)} tok/s`, est.tokens_per_s,
       `${f.count(est.tokens_per_s_per_gpu)} per GPU`],
     ["mfu", "MFU", f.percent(est.mfu), est.mfu, `${est.model_tflops_per_gpu.toFixed(0)} TFLOP/s per GPU`],
     ["total-time", "Total time", f.duration(est.total_time_s), est.total_time_s,
       est.total_time_s === null ? "give tokens" : "to train the tokens"],
-    ["gpu-hours", "GPU-hours", est.gpu_hours === null ? "—" : f.whole(est.gpu_hours), est.gpu_hours,
+    ["gpu-hours", "GPU-hours", f.bigCount(est.gpu_hours), est.gpu_hours,
       `${est.config.n_gpus} × ${est.config.gpu}`],
-    ["cost", "Cost", f.usd(est.cost_usd), est.cost_usd,
+    ["cost", "Cost", f.money(est.cost_usd), est.cost_usd,
       est.price_usd_per_gpu_hour ? `at ${f.usd(est.price_usd_per_gpu_hour)}/GPU-h` : "give a price"],
   ];
   $("cards").replaceChildren(...cards.map(([id, label, shown, raw, sub]) => {
-    const card = element("div", { className: "card" });
-    card.append(element("span", { className: "card-label", text: label }),
+    const hypothetical = !est.fits && IF_IT_FIT.includes(id);
+    const card = element("div", { className: `card${hypothetical ? " if-fit" : ""}` });
+    card.append(element("span", { className: "card-label", text: hypothetical ? `${label}, if it fit` : label }),
       element("span", { className: "card-value", text: shown, testid: id, value: raw }),
       element("span", { className: "card-sub", text: sub }));
+    if (warnings[id]) card.append(element("span", { className: "card-warning", text: `⚠ ${warnings[id]}`, testid: `${id}-warning` }));
     return card;
   }));
 }
@@ -90,16 +111,24 @@ function showMemory(est) {
   const parts = MEMORY_PARTS.map(([key, label], index) => ({
     label, value: est.memory_breakdown_gib[key] || 0, colour: index,
   }));
-  stackedBar($("memory-bar"), parts, { limit: est.memory_capacity_gib, format: f.gib, label: "memory per GPU" });
+  memoryBar($("memory-bar"), parts, { capacity: est.memory_capacity_gib, format: f.gib, tick: gibTick,
+    label: "memory per GPU" });
   legend($("memory-legend"), parts, f.gib);
+}
+
+// Axis labels: whole GiB (or TiB, PiB past 1,024), no decimals
+function gibTick(value) {
+  if (value === 0) return "0";
+  const text = f.gib(value);
+  return text.replace(/\.0 /, " ");
 }
 
 function showStep(est) {
   const parts = Object.entries(est.step_breakdown_s).map(([key, value], index) => ({
     label: STEP_LABELS[key] || key, value, colour: index % 12,
   }));
-  stackedBar($("step-bar"), parts, { format: f.seconds, label: "step time breakdown" });
-  legend($("step-legend"), parts, f.seconds);
+  stackedBar($("step-bar"), parts, { format: f.duration, label: "step time breakdown" });
+  legend($("step-legend"), parts, f.duration);
 }
 
 function showSpeedups(speedups) {
@@ -121,11 +150,23 @@ function showWhatIfs(est) {
   const variants = est.what_if || [];
   $("what-if-section").hidden = variants.length === 0;
   const rows = [["base", est], ...variants.map((v) => [v.change, v.estimate])].map(([change, e]) => row([
-    change, e.fits ? "yes" : "no", f.gib(e.memory_per_gpu_gib), f.seconds(e.step_time_s),
+    change, e.fits ? "yes" : "no", memoryCell(e), f.duration(e.step_time_s),
     change === "base" ? "" : f.times(e.step_time_s / est.step_time_s), f.duration(e.total_time_s),
-    f.usd(e.cost_usd), RESOURCE_LABELS[e.bottleneck] || e.bottleneck,
+    f.money(e.cost_usd), RESOURCE_LABELS[e.bottleneck] || e.bottleneck,
   ]));
   $("what-if-table").tBodies[0].replaceChildren(...rows);
+}
+
+// A what-if row's memory per GPU, with a mini bar against the capacity (the part past it hatched)
+function memoryCell(e) {
+  const box = element("span", { className: "memory-cell" });
+  const bar = element("span", { className: "mini-chart" });
+  const parts = MEMORY_PARTS.map(([key, label], index) => ({ label, value: e.memory_breakdown_gib[key] || 0,
+    colour: index }));
+  memoryBar(bar, parts, { capacity: e.memory_capacity_gib, format: f.gib, tick: gibTick, label: "memory per GPU",
+    compact: true });
+  box.append(element("span", { text: f.gib(e.memory_per_gpu_gib) }), bar);
+  return box;
 }
 
 function showNode(node, message) {
@@ -183,6 +224,9 @@ export function showFitError(error) {
 
 export function showFit(fit) {
   $("fit-status").hidden = true;
+  if (current.est && !current.est.fits && current.onApply) {
+    current.fixes = addFixes(fitFixes(fit), current.onApply, current.fixes);
+  }
   const mb = fit.micro_batch;
   const seq = fit.seq_len;
   const gpus = fit.n_gpus_needed;
@@ -224,7 +268,7 @@ function cheapestEntry(cheapest) {
     return ["Cheapest GPU type", "cheapest", null, "no priced type fits", "", "", notes];
   }
   const costs = [`${f.usd(best.usd_per_hour)}/hour`];
-  if (best.cost_usd !== null) costs.push(`the run ${f.usd(best.cost_usd)}`);
+  if (best.cost_usd !== null) costs.push(`the run ${f.money(best.cost_usd)}`);
   if (best.offer) notes.unshift(`${best.offer}, ${f.usd(best.usd_per_gpu_hour)}/GPU-h`);
   return ["Cheapest GPU type", "cheapest", best.gpu, `${f.whole(best.n_gpus)} × ${best.gpu}`,
     `${costs.join(", ")}${best.is_job_gpu ? "; this job's GPU" : ""}`,
@@ -281,7 +325,7 @@ export function pointDetails(point) {
   const lines = [`${point.n_gpus} × ${point.gpu}`];
   if (point.rank) lines.unshift(`Plan ${point.rank}`);
   if (point.offer) lines.push(`offer: ${point.offer}`);
-  lines.push(`time: ${f.duration(point.total_time_s)}`, `cost: ${f.usd(point.cost_usd)}`);
+  lines.push(`time: ${f.duration(point.total_time_s)}`, `cost: ${f.money(point.cost_usd)}`);
   if (point.on_front) lines.push("on the time–cost front");
   lines.push(point.meets_constraints ? "meets the constraints" : "misses a constraint");
   return lines;
@@ -295,7 +339,7 @@ export function showPlanTable(result, selectedRank, onSelect) {
     choose.addEventListener("click", () => onSelect(plan.rank));
     const layout = plan.layout;
     const tr = row([
-      choose, f.duration(plan.estimate.total_time_s), f.usd(plan.estimate.cost_usd),
+      choose, f.duration(plan.estimate.total_time_s), f.money(plan.estimate.cost_usd),
       `${plan.n_gpus} × ${plan.gpu} (${plan.n_nodes} node${plan.n_nodes > 1 ? "s" : ""})`,
       plan.offer ? `${plan.offer.provider} ${plan.offer.instance}, ${f.usd(plan.offer.usd_per_gpu_hour)}/GPU-h` : "—",
       `tp ${layout.tp} · pp ${layout.pp} · dp ${layout.dp} · ZeRO ${layout.zero} · mb ${layout.micro_batch}`
