@@ -35,7 +35,8 @@ def test_flash_attention_1_rate_does_not_depend_on_head_width_but_flash_attentio
     # same hidden size, so the same attention FLOPs; only the head width differs (64 vs 128)
     narrow, wide = GPT_LAYER["hidden"] // 64, GPT_LAYER["hidden"] // 128
     assert _attention_forward_s(1, narrow) == pytest.approx(_attention_forward_s(1, wide), rel=1e-12)
-    assert _attention_forward_s(2, narrow) > 1.2 * _attention_forward_s(2, wide)
+    # FlashAttention-3 paper Fig. 5-6 (H100): FlashAttention-2 at head dim 64 is 1.11-1.14x slower than at 128
+    assert _attention_forward_s(2, narrow) > 1.1 * _attention_forward_s(2, wide)
 
 
 def test_an_older_attention_kernel_slows_long_sequences_much_more_than_short_ones():

@@ -61,8 +61,11 @@ def test_enumeration_finds_every_layout_the_job_rules_accept(model, n_gpus, gpus
         except TrainrigError:
             continue
         layout["dp"] = job.training.dp_degree
-        for zero, rc, sp in product(SPACE.zero_stages, SPACE.recompute, (False, True)):
-            full = {**layout, "zero": zero, "recompute": rc, "sequence_parallel": sp}
+        for zero, rc, sp, overlap in product(SPACE.zero_stages, SPACE.recompute, (False, True), (False, True)):
+            # TP overlap needs sequence parallelism (specs/job.py); tried as the space says, off otherwise
+            if overlap not in (SPACE.tp_comm_overlap if tp > 1 and sp else (False,)):
+                continue
+            full = {**layout, "zero": zero, "recompute": rc, "sequence_parallel": sp, "tp_comm_overlap": overlap}
             if _framework_supported(full, job.training.micro_batches):
                 accepted.add(tuple(sorted(full.items())))
     assert accepted == enumerated

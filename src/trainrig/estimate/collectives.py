@@ -3,19 +3,26 @@
 Bandwidth terms follow nccl-tests' bus-bandwidth definition (doc/PERFORMANCE.md): a ring
 all-reduce of S bytes over n ranks moves 2(n−1)/n·S through each rank's link; reduce-scatter and
 all-gather (n−1)/n·S; all-to-all (n−1)/n·S; the link rates here are already the achievable
-(busbw) fraction of the line rate. Latency: a ring takes 2(n−1) (all-reduce) or n−1 steps of one
-hop each; across nodes NCCL's tree takes ~2·log2(n) hops. Each collective also pays a fixed
-launch/sync overhead. Group layout follows Megatron-LM's rank order (tp fastest, then cp, dp/ep,
-then pp), so a group of stride `stride` and size `n` has min(n, gpus_per_node/stride) ranks per
-node. All arguments may be numpy arrays.
+(busbw) fraction of the line rate. Latency follows NCCL's own tuning model (src/graph/tuning.cc,
+`ncclTopoTuneModel`): a ring over n ranks on N nodes takes n−1 steps (all-gather, reduce-scatter)
+or 2(n−1) (all-reduce), of which N−1 (2(N−1)) cross the network at the network hop's latency and
+the rest stay in a node at the scale-up hop's; NCCL's tree all-reduce takes 2·((k−1) intra-node +
+log2 N network) hops. All-reduce takes the faster of the two, as NCCL's tuner picks per size;
+all-gather and reduce-scatter only have the ring (NCCL ≤ 2.22; the tree-like PAT algorithm of 2.23
+serves one GPU per node only), so their latency grows with the group: ~n·3 µs over NVLink hops,
+8 ms on 2,048 GPUs with the Simple protocol (rings take the fastest of NCCL's Simple, LL128 and LL
+protocols for the message, `RING_PROTOCOLS`). Each collective also pays a fixed launch/sync
+overhead. Group layout follows Megatron-LM's rank order (tp fastest, then cp, dp/ep, then pp), so
+a group of stride `stride` and size `n` has min(n, gpus_per_node/stride) ranks per node. All
+arguments may be numpy arrays.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ring_steps", "allreduce_time_s", "reduce_scatter_time_s", "all_gather_time_s", "all_to_all_time_s",
-           "p2p_time_s", "GroupLinks"]
+__all__ = ["ring_steps", "ring_latency_s", "allreduce_time_s", "reduce_scatter_time_s", "all_gather_time_s",
+           "all_to_all_time_s", "p2p_time_s", "GroupLinks"]
 
 
 class GroupLinks:
@@ -45,23 +52,56 @@ def _tree_hops(n):
     return 2 * np.ceil(np.log2(np.maximum(n, 1.0)))
 
 
-def allreduce_time_s(nbytes, g: GroupLinks):
-    """Hierarchical all-reduce: reduce-scatter in the node, all-reduce across nodes of each
-    rank's 1/k shard (all ranks' NICs in parallel), all-gather in the node."""
+def _allreduce_bandwidth_s(nbytes, g: GroupLinks):
+    """The bandwidth part of an all-reduce: reduce-scatter in the node, all-reduce across nodes of
+    each rank's 1/k shard (all ranks' NICs in parallel), all-gather in the node. A multi-channel
+    ring moves the same bytes: each of a node's NICs carries its channels' share."""
     k, nodes = g.ranks_per_node, g.nodes
-    intra = 2 * ring_steps(k) / k * nbytes / (g.intra_gbs * 1e9) + 2 * ring_steps(k) * g.intra_latency_s
-    inter_bw = 2 * ring_steps(nodes) / nodes * (nbytes / k) / (g.inter_gbs_per_gpu * 1e9)
-    inter = np.where(g.spans_nodes, inter_bw + _tree_hops(nodes) * g.inter_latency_s, 0.0)
-    return np.where(g.size > 1, intra + inter + g.overhead_s, 0.0)
+    intra = 2 * ring_steps(k) / k * nbytes / (g.intra_gbs * 1e9)
+    inter = 2 * ring_steps(nodes) / nodes * (nbytes / k) / (g.inter_gbs_per_gpu * 1e9)
+    return intra + np.where(g.spans_nodes, inter, 0.0)
+
+
+# NCCL's protocols for ring collectives (src/graph/tuning.cc): (intra-node hop latency, network hop
+# latency, bandwidth), each relative to Simple's. LL128: hwLat 1.9 vs 3.4 µs (NVLink), 4.0 vs 9.6 µs
+# (network), busBw × 0.92; LL: 0.47 × 1.8 (multi-node) vs 3.4 µs, 2.7 vs 9.6 µs, busBw / 4. The tuner
+# takes whichever finishes first for the message: LL for small ones, Simple for large.
+RING_PROTOCOLS = ((1.0, 1.0, 1.0), (1.9 / 3.4, 4.0 / 9.6, 0.92), (0.47 * 1.8 / 3.4, 2.7 / 9.6, 0.25))
+
+
+def _ring_s(bandwidth_s, g: GroupLinks, passes: float = 1.0):
+    """A ring collective whose traffic takes `bandwidth_s` at Simple's rate, at the fastest protocol."""
+    intra = passes * (g.size - g.nodes) * g.intra_latency_s
+    inter = passes * np.where(g.spans_nodes, ring_steps(g.nodes) * g.inter_latency_s, 0.0)
+    times = [bandwidth_s / bw + intra * a + inter * b for a, b, bw in RING_PROTOCOLS]
+    return np.minimum(np.minimum(times[0], times[1]), times[2])
+
+
+def ring_latency_s(g: GroupLinks, passes: float = 1.0):
+    """Hop latencies of `passes` trips around a ring (1: all-gather or reduce-scatter, 2: all-reduce):
+    n−N steps inside nodes and N−1 across the network each trip (NCCL tuning.cc `nInterSteps`)."""
+    inter = np.where(g.spans_nodes, ring_steps(g.nodes) * g.inter_latency_s, 0.0)
+    return passes * ((g.size - g.nodes) * g.intra_latency_s + inter)
+
+
+def allreduce_time_s(nbytes, g: GroupLinks):
+    """All-reduce: the faster of NCCL's tree (2(k−1) hops in the node, 2·log2 N across nodes) and
+    its ring (2(n−1) hops), both at the bandwidth of the hierarchical traffic."""
+    k = g.ranks_per_node
+    bandwidth = _allreduce_bandwidth_s(nbytes, g)
+    tree = 2 * ring_steps(k) * g.intra_latency_s + np.where(g.spans_nodes, _tree_hops(g.nodes) * g.inter_latency_s, 0.0)
+    best = np.minimum(bandwidth + tree, _ring_s(bandwidth, g, 2.0))
+    return np.where(g.size > 1, best + g.overhead_s, 0.0)
 
 
 def reduce_scatter_time_s(nbytes, g: GroupLinks):
-    """Reduce-scatter of S bytes (each rank ends with S/n): half an all-reduce."""
-    return np.where(g.size > 1, (allreduce_time_s(nbytes, g) - g.overhead_s) / 2 + g.overhead_s, 0.0)
+    """Reduce-scatter of S bytes (each rank ends with S/n): half an all-reduce's traffic, one trip
+    around NCCL's ring (its only algorithm for reduce-scatter across nodes)."""
+    return np.where(g.size > 1, _ring_s(_allreduce_bandwidth_s(nbytes, g) / 2, g) + g.overhead_s, 0.0)
 
 
 def all_gather_time_s(nbytes, g: GroupLinks):
-    """All-gather to S bytes on every rank: the same traffic as a reduce-scatter."""
+    """All-gather to S bytes on every rank: the same traffic and ring as a reduce-scatter."""
     return reduce_scatter_time_s(nbytes, g)
 
 

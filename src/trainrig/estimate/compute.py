@@ -18,6 +18,7 @@ from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
 
 __all__ = ["gemm_time_s", "tile_efficiency", "attention_time_s", "flash_forward_flops", "elementwise_bytes_per_token",
+           "attention_key_ramp", "ATTENTION_REFERENCE_KEYS",
            "eager_softmax", "eager_elementwise_scale", "GemmBatch",
            "linear_time_s"]
 
@@ -40,13 +41,14 @@ def tile_efficiency(m, n, units, saturation_intensity, batch=1.0):
     return np.max(useful * feed, axis=-1)
 
 
-def gemm_time_s(m, n, k, x: Inputs, p: ModelParameters, batch=1.0, element_bytes=2.0, peak=None):
-    """One (batched) GEMM C[m,n] = A[m,k]·B[k,n]: the slower of arithmetic and operand traffic."""
+def gemm_time_s(m, n, k, x: Inputs, p: ModelParameters, batch=1.0, element_bytes=2.0, peak=None, efficiency=None):
+    """One (batched) GEMM C[m,n] = A[m,k]·B[k,n]: the slower of arithmetic and operand traffic.
+    `peak` and `efficiency` (best-shape fraction of it) default to the training precision's."""
     peak_tflops = x.gemm_peak_tflops if peak is None else peak
     flops = 2.0 * batch * m * n * k
     depth = k / (k + p.gemm_k_overhead)
     tiles = tile_efficiency(m, n, x.compute_units, p.tile_saturation_intensity, batch)
-    efficiency = x.matmul_efficiency * tiles * depth
+    efficiency = (x.matmul_efficiency if efficiency is None else efficiency) * tiles * depth
     arithmetic = flops / (peak_tflops * 1e12 * efficiency)
     traffic = element_bytes * batch * (m * k + k * n + m * n) / (x.hbm_bandwidth_gbs * 1e9)
     return np.maximum(arithmetic, traffic)
@@ -61,16 +63,21 @@ class GemmBatch:
 
     def __init__(self) -> None:
         self._shapes: list[tuple] = []
+        self._head: list[int] = []  # GEMMs at the output head's precision (`head_gemm_peak_tflops`)
 
     def add(self, m, n, k, batch=1.0) -> int:
         self._shapes.append((m, n, k, batch))
         return len(self._shapes) - 1
 
-    def linear(self, tokens, fan_in, fan_out) -> tuple[int, int, int]:
+    def linear(self, tokens, fan_in, fan_out, head: bool = False) -> tuple[int, int, int]:
         """y = x·W over `tokens` rows: forward, input gradient (tokens × fan_in), and weight
-        gradient (fan_in × fan_out reduced over tokens), each as many FLOPs as the forward."""
-        return (self.add(tokens, fan_out, fan_in), self.add(tokens, fan_in, fan_out),
-                self.add(fan_in, fan_out, tokens))
+        gradient (fan_in × fan_out reduced over tokens), each as many FLOPs as the forward.
+        `head`: the output projection, which fp8 recipes keep in bf16."""
+        gemms = (self.add(tokens, fan_out, fan_in), self.add(tokens, fan_in, fan_out),
+                 self.add(fan_in, fan_out, tokens))
+        if head:
+            self._head.extend(gemms)
+        return gemms
 
     def run(self, x: Inputs, p: ModelParameters) -> list:
         shapes = {v.shape for shape in self._shapes for v in shape if isinstance(v, np.ndarray)}
@@ -79,7 +86,15 @@ class GemmBatch:
         for g, shape in enumerate(self._shapes):
             for i in range(4):
                 stacked[i, g] = shape[i]  # assignment broadcasts scalars and arrays alike
-        return list(gemm_time_s(stacked[0], stacked[1], stacked[2], x, p, batch=stacked[3]))
+        peak = efficiency = None
+        if self._head and not (np.all(x.head_gemm_peak_tflops == x.gemm_peak_tflops)
+                               and np.all(x.head_matmul_efficiency == x.matmul_efficiency)):
+            head = np.zeros((len(self._shapes),) + (1,) * len(common), dtype=bool)
+            head[self._head] = True
+            peak = np.where(head, x.head_gemm_peak_tflops, x.gemm_peak_tflops)
+            efficiency = np.where(head, x.head_matmul_efficiency, x.matmul_efficiency)
+        return list(gemm_time_s(stacked[0], stacked[1], stacked[2], x, p, batch=stacked[3], peak=peak,
+                                efficiency=efficiency))
 
 
 def linear_time_s(tokens, fan_in, fan_out, x: Inputs, p: ModelParameters, weight_grads=True):
@@ -104,16 +119,37 @@ def eager_elementwise_scale(x: Inputs, p: ModelParameters):
     return np.where(x.fused_kernels > 0, 1.0, p.eager_elementwise_factor)
 
 
+def attention_key_ramp(x: Inputs, p: ModelParameters):
+    """A fused kernel's rate at the keys each query block sees per call, relative to its rate at
+    ATTENTION_REFERENCE_KEYS (where `attention_efficiency` is measured): k / (k + overhead), the
+    per-block fixed work (loading Q, writing O and the log-sum-exp, the masked diagonal block) over
+    the key blocks it streams (`attention_key_overhead`). Causal queries see (s+1)/2 keys on average;
+    a context-parallel ring calls the kernel once per K/V chunk of s/cp keys (Ulysses: whole sequence)."""
+    keys = np.minimum(x.seq_len, x.context_len_cap)
+    seen = np.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
+    seen = np.where((x.cp > 1) & (x.cp_kind != 2), np.minimum(seen, keys / x.cp), seen)
+    overhead = p.attention_key_overhead
+    return (seen / (seen + overhead)) / (ATTENTION_REFERENCE_KEYS / (ATTENTION_REFERENCE_KEYS + overhead))
+
+
+# Sequence length of the attention measurements the catalog's `attention_efficiency` comes from
+# (Dao 2023 §4.1 and Shah et al. 2024 §4.1: the "up to" rates are at 16k, head dim 128).
+ATTENTION_REFERENCE_KEYS = 16384.0
+
+
 def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
     """Forward and backward time of the attention core for one micro-batch on one GPU.
 
     Flash attention: executed FLOPs skip fully masked blocks (causal ≈ half) and the backward
     recomputes the scores (5 GEMMs vs the forward's 2: Dao 2023 §3.1.2); the kernel reaches the
-    GPU's measured `attention_efficiency` of peak, over waves of 128-query blocks per head.
-    FlashAttention-1-class kernels run at `flash1_relative_speed` of that, whatever the head width:
-    their shortfall is work partitioning and non-matmul work (Dao 2023 §3), not the GEMM depth.
-    Without it, QKᵀ and attention·V are batched GEMMs over full s×s scores (the softmax and its
-    masks are memory-bound work, counted in `elementwise_bytes_per_token`).
+    GPU's measured FlashAttention-2-class `attention_efficiency` of peak, over waves of 128-query
+    blocks per head, times the kernel's measured forward and backward speed relative to
+    FlashAttention-2 on that architecture (`attention_fwd_speed`, `attention_bwd_speed`: cuDNN and
+    FlashAttention-3 on Hopper) and the sequence-length ramp (`attention_key_ramp`).
+    FlashAttention-1-class kernels run at `flash1_relative_speed` of FlashAttention-2, whatever the
+    head width: their shortfall is work partitioning and non-matmul work (Dao 2023 §3), not the
+    GEMM depth. Without it, QKᵀ and attention·V are batched GEMMs over full s×s scores (the
+    softmax and its masks are memory-bound work, counted in `elementwise_bytes_per_token`).
     """
     keys = np.minimum(x.seq_len, x.context_len_cap)
     batch_heads = x.micro_batch * heads
@@ -121,13 +157,19 @@ def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
     blocks = batch_heads * np.ceil(tokens_q / x.micro_batch / 128)
     waves = np.ceil(blocks / x.compute_units)
     occupancy = blocks / (waves * x.compute_units)
-    # the GPU's measurement is for head dim 128; the score GEMMs' reduction depth is the head dim,
-    # so other widths scale by the same K/(K + k_overhead) depth factor as any GEMM
-    depth = (x.head_dim / (x.head_dim + p.gemm_k_overhead)) / (128 / (128 + p.gemm_k_overhead))
+    # the GPU's measurement is for head dim 128; QKᵀ's reduction depth is the head dim, which the
+    # kernels instantiate in steps of 32 (flash-attn csrc: hdim 32, 64, 96 … 256; a head of 80
+    # computes 96), and a narrower head does the per-block softmax work over fewer FLOPs:
+    # K/(K + attention_head_dim_overhead) relative to 128's
+    padded = np.ceil(x.head_dim / 32) * 32
+    k0 = p.attention_head_dim_overhead
+    depth = (x.head_dim / padded) * (padded / (padded + k0)) / (128 / (128 + k0))
     kernel = np.where(x.flash_attention_version < 2, p.flash1_relative_speed, depth)
-    rate = x.attention_peak_tflops * 1e12 * x.attention_efficiency * occupancy * kernel
-    flash_forward = flash_forward_flops(tokens_q, heads, x) / rate
-    flash_backward = 2.5 * flash_forward
+    ramp = attention_key_ramp(x, p) if p.attention_key_overhead > 0 else 1.0
+    rate = x.attention_peak_tflops * 1e12 * x.attention_efficiency * occupancy * kernel * ramp
+    flops = flash_forward_flops(tokens_q, heads, x)
+    flash_forward = flops / (rate * x.attention_fwd_speed)
+    flash_backward = 2.5 * flops / (rate * x.attention_bwd_speed)
     flash = x.flash_attention > 0
     if np.all(flash):  # the unfused GEMMs below would be computed only to be discarded
         return flash_forward, flash_backward
@@ -182,9 +224,10 @@ def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
     per_layer = eager * (norms_and_residuals + rotary) + attention_dropout
     total = x.n_layers * per_layer + eager * (dense_layers * dense_act + x.n_moe_layers * moe_act)
     total = total + x.n_moe_layers * moe_permute
-    # fp8: each GEMM input is cast (read 2 bytes, write 1) before the GEMM (Micikevicius et al. 2022)
-    fp8_casts = x.fp8 * 1.5 * x.n_layers * (2 * x.hidden + x.n_heads * x.head_dim + x.ffn_hidden) / x.tp
-    return e * total + fp8_casts * e + x.n_layers * softmax_bytes + x.n_layers * adapter_bytes_per_token(x)
+    # fp8: each linear layer's input is cast before its GEMM, `fp8_cast_bytes` per element by recipe
+    # (inputs.FP8_CAST_BYTES; Micikevicius et al. 2022); the output head stays in bf16
+    fp8_casts = x.fp8 * x.fp8_cast_bytes * x.n_layers * (2 * x.hidden + x.n_heads * x.head_dim + x.ffn_hidden) / x.tp
+    return e * total + fp8_casts + x.n_layers * softmax_bytes + x.n_layers * adapter_bytes_per_token(x)
 
 
 def adapter_bytes_per_token(x: Inputs):

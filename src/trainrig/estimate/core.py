@@ -31,6 +31,7 @@ from trainrig.estimate.memory import (
     local_parameter_counts,
     memory_fit,
     memory_state,
+    stage_linear_parameters,
     trainable_parameter_counts,
 )
 from trainrig.estimate.params import ModelParameters
@@ -146,7 +147,7 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     layers = x.layers_per_stage
     arithmetic = _arithmetic_s(x, p)
     compute = arithmetic["compute"]
-    tp = _tensor_parallel_s(x, p, tokens, layers)
+    tp = _tensor_parallel_s(x, p, tokens, layers, arithmetic["gemm"])
     cp = _context_parallel_exposed_s(x, p, tokens, layers, *arithmetic["attention"])
     ep = _expert_parallel_s(x, p, tokens)
     gpu = compute + tp + cp + ep
@@ -178,7 +179,7 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
 # only in these share their GEMM times, which are then computed once (see distinct.py).
 GEMM_IGNORES = frozenset({
     "pp", "dp", "vpp", "pp_embedding_slot", "pp_loss_slot", "global_batch", "zero", "recompute",
-    "sequence_parallel", "gpus_per_node", "n_nodes",
+    "sequence_parallel", "tp_comm_overlap", "cp_kind", "gpus_per_node", "n_nodes",
     "memory_gib", "mfu_peak_tflops", "kernel_launch_us", "intra_bandwidth_gbs", "intra_latency_us",
     "scale_up_domain", "pcie_peer_gbs", "inter_node_bandwidth_gbs", "inter_latency_us", "pcie_bandwidth_gbs",
     "pcie_latency_us", "cpu_cores_per_node", "host_memory_bandwidth_gbs", "storage_read_gbs", "storage_write_gbs",
@@ -198,7 +199,7 @@ def _arithmetic_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     layer = layer_fwd + layer_bwd + layer_recompute
     # the slowest stage: the fullest one, or the last, whose head may displace a layer (a loss slot)
     compute = np.maximum(x.layers_per_stage * layer, x.end_stage_layers * layer + logits_fwd + logits_bwd)
-    return {"compute": compute, "attention": gemm["attention_core"]}
+    return {"compute": compute, "attention": gemm["attention_core"], "gemm": gemm}
 
 
 def host_issue_s(x: Inputs, p: ModelParameters):
@@ -262,7 +263,7 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
             (rows, x.hidden, width), (rows, width, x.hidden), (width, x.hidden, rows)))] if any_moe else []
     if not any_moe:
         shared, router = [], []
-    logits = [batch.linear(tokens, x.hidden, x.vocab / x.tp)]
+    logits = [batch.linear(tokens, x.hidden, x.vocab / x.tp, head=True)]
     t = batch.run(x, p)
     trainable = x.method == 0
 
@@ -304,17 +305,22 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
 
 def _qlora_dequant_s(x: Inputs):
     """A quantized base is dequantized to 16 bits before every use: `dequant_bytes_per_weight` of
-    HBM traffic per frozen weight and use (see inputs.DEQUANT_BYTES_PER_WEIGHT)."""
-    dense, experts = local_parameter_counts(x)
-    per_layer = (dense + experts) / x.layers_per_stage
+    HBM traffic per frozen weight and use, at the streaming rate (see inputs.DEQUANT_BYTES_PER_WEIGHT
+    and DEQUANT_STREAM_FRACTION). Only the layers' linears are stored quantized; the embedding, head
+    and norms stay 16-bit and are never dequantized."""
+    if not np.any(x.quantized > 0):
+        return 0.0
+    per_layer = stage_linear_parameters(x) / np.maximum(x.layers_per_stage, 1.0)
     return np.where(x.quantized > 0, per_layer * x.dequant_bytes_per_weight / (x.hbm_bandwidth_gbs * 1e9), 0.0)
 
 
 def _logits_times_s(x: Inputs, tokens, gemm):
     """Output projection and vocab-parallel cross-entropy (read 16-bit logits, write fp32
-    log-softmax, and back: ~12 bytes per vocabulary entry per token)."""
+    log-softmax, and back: ~12 bytes per vocabulary entry per token; half that when the loss runs in
+    the 16-bit training precision, `loss_upcast: false`)."""
     forward, backward = gemm["logits"]
-    loss = tokens * x.vocab / x.tp * 12 / (x.hbm_bandwidth_gbs * 1e9)
+    per_entry = 12 * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))  # 1 upcast, bytes/4 not
+    loss = tokens * x.vocab / x.tp * per_entry / (x.hbm_bandwidth_gbs * 1e9)
     return forward + loss / 2, backward + loss / 2
 
 
@@ -360,48 +366,133 @@ def _small_ops_per_layer(x: Inputs, p: ModelParameters):
 # ---- parallelism traffic ------------------------------------------------------------------------
 
 
-def _tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers):
+def _tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers, gemm):
     """Megatron TP: 2 all-reduces of the layer's activations forward, 2 backward, 2 more when the
     forward is recomputed (Shoeybi et al. 2019 Fig. 4); with sequence parallelism each becomes an
-    all-gather + reduce-scatter pair of the same total traffic (Korthikanti et al. 2022 §4.2.2)."""
+    all-gather + reduce-scatter pair of the same total traffic (Korthikanti et al. 2022 §4.2.2).
+    With `tp_comm_overlap` each of those collectives runs chunked beside a GEMM
+    (`_tensor_parallel_overlapped_s`)."""
     if not np.any(x.tp > 1):  # a group of one moves nothing
         return 0.0
     group = comm.GroupLinks(x.tp, 1.0, x, p)
-    per_allreduce = comm.allreduce_time_s(tokens * x.hidden * x.activation_bytes, group)
+    nbytes = tokens * x.hidden * x.activation_bytes
+    per_allreduce = comm.allreduce_time_s(nbytes, group)
     count = 4 + np.where(x.recompute == 2, 2.0, 0.0)
-    return layers * count * per_allreduce
+    exposed = layers * count * per_allreduce
+    if not np.any(x.tp_comm_overlap > 0):
+        return exposed
+    overlapped = layers * _tensor_parallel_overlapped_s(x, p, nbytes, group, gemm)
+    return np.where((x.tp_comm_overlap > 0) & (x.tp > 1), overlapped, exposed)
+
+
+def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, gemm):
+    """One layer's TP traffic on the critical path when each collective runs beside a GEMM, as
+    Transformer Engine's userbuffers do for Megatron-Core `--tp-comm-overlap` (and torchtitan's
+    async TP, by micro-pipelining; Wang et al. 2023, ASPLOS, decompose the same way):
+
+    * ring exchange — the all-gathers before the QKV and FC1 GEMMs (forward) and of the output
+      gradient before the proj and FC2 input-gradient GEMMs (backward): the GEMM runs on the chunk
+      it has while the next of tp chunks arrives over copy engines, so only
+      max(0, C − G·(tp−1)/tp) shows;
+    * pipelined — the reduce-scatters after the proj and FC2 GEMMs (forward): the GEMM runs in
+      `tp_overlap_rs_splits` pieces, each piece's reduce-scatter beside the next piece; the last
+      piece's reduce-scatter never hides, and the GEMM runs on the SMs the communication kernel
+      leaves (`tp_overlap_comm_sms`, TE's `set_sm_margin`);
+    * bulk — the reduce-scatters of the QKV and FC1 input gradients (backward), beside their
+      weight-gradient GEMMs: what outlasts that GEMM shows, and the GEMM loses the communication
+      kernel's SMs while both run. A frozen weight has no weight-gradient GEMM to hide under.
+
+    A block's GEMM time is split between its two linears by their FLOPs (QKV against proj, FC1
+    against FC2); a backward is half input gradient, half weight gradient (equal FLOPs)."""
+    moe = x.n_moe_layers / x.n_layers
+    attention_fwd, attention_bwd = gemm["attention"]
+    mlp_fwd, mlp_bwd = ((1 - moe) * gemm["dense_mlp"][i] + moe * gemm["moe_mlp"][i] for i in (0, 1))
+    q = x.n_heads * x.head_dim / x.tp
+    kv = 2 * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0)
+    qkv_share = (q + kv) / (2 * q + kv)
+    up = x.mlp_matrices - 1
+    fc1_share = up / (up + 1)
+    wgrad_share = np.where(x.method == 0, 0.5, 0.0)  # frozen bases compute no weight gradient
+    gather = comm.all_gather_time_s(nbytes, group)  # a reduce-scatter of the same bytes takes as long
+    n = x.tp
+    sm_share = np.minimum(p.tp_overlap_comm_sms / x.compute_units, 0.5)
+    splits = p.tp_overlap_rs_splits
+    piece = comm.reduce_scatter_time_s(nbytes / splits, group)
+
+    def ring(gemm_s):
+        return np.maximum(gather - gemm_s * (n - 1) / n, 0.0)
+
+    def pipelined(gemm_s):
+        slowed = gemm_s / (1 - sm_share)
+        return piece + (splits - 1) * np.maximum(piece - slowed / splits, 0.0) + (slowed - gemm_s)
+
+    def bulk(gemm_s):
+        return np.maximum(gather - gemm_s, 0.0) + sm_share * np.minimum(gather, gemm_s)
+
+    forward = (ring(attention_fwd * qkv_share) + pipelined(attention_fwd * (1 - qkv_share))
+               + ring(mlp_fwd * fc1_share) + pipelined(mlp_fwd * (1 - fc1_share)))
+    backward = (ring(attention_bwd * (1 - qkv_share) * (1 - wgrad_share))
+                + ring(mlp_bwd * (1 - fc1_share) * (1 - wgrad_share))
+                + bulk(attention_bwd * qkv_share * wgrad_share) + bulk(mlp_bwd * fc1_share * wgrad_share))
+    return forward + backward + np.where(x.recompute == 2, forward, 0.0)
 
 
 def _context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_bwd):
-    """Ring attention: each rank passes its K and V chunk around the ring (cp−1 hops) while it
-    computes on the previous chunk; backward moves K, V and their gradients. Only the part longer
-    than the attention compute shows (Liu et al. 2023, Ring Attention §3)."""
+    """Context-parallel traffic on the critical path, by `cp_kind`.
+
+    ring (0): each rank passes its K and V chunk around the ring (cp−1 hops) while it computes on
+    the previous chunk; backward moves K, V and their gradients. Only the part longer than the
+    attention compute shows (Liu et al. 2023, Ring Attention §3).
+    all-gather (1): the K/V chunks are gathered once per layer and only the local block's
+    attention (1/cp of it) runs while the gather is in flight (PyTorch's `_AllGatherRotater`, the
+    default rotate method torchtitan uses); backward gathers again and reduce-scatters dK, dV.
+    ulysses (2): four all-to-alls per layer and pass re-shard q, k, v by heads and the output back
+    by sequence, with nothing to hide under (Jacobs et al. 2023, DeepSpeed-Ulysses §3)."""
     if not np.any(x.cp > 1):  # skipped where no row has context parallelism: zero anyway
         return 0.0
     forward = _context_parallel_pass_s(x, p, tokens)
     backward = 2 * forward
-    exposed = np.maximum(forward - attention_fwd, 0.0) + np.maximum(backward - attention_bwd, 0.0)
-    exposed = exposed + np.where(x.recompute == 2, np.maximum(forward - attention_fwd, 0.0), 0.0)
+    recomputed = x.recompute == 2
+    ring = np.maximum(forward - attention_fwd, 0.0) + np.maximum(backward - attention_bwd, 0.0)
+    ring = ring + np.where(recomputed, np.maximum(forward - attention_fwd, 0.0), 0.0)
+    exposed = ring
+    if np.any(x.cp_kind > 0):
+        gather_fwd = np.maximum(forward - attention_fwd / x.cp, 0.0)
+        gathered = gather_fwd + np.maximum(backward - attention_bwd / x.cp, 0.0) + np.where(recomputed, gather_fwd, 0.0)
+        ulysses = _ulysses_pass_s(x, p, tokens) * (2 + recomputed)
+        exposed = np.where(x.cp_kind == 1, gathered, np.where(x.cp_kind == 2, ulysses, ring))
     return np.where(x.cp > 1, layers * exposed, 0.0)
 
 
+def _ulysses_pass_s(x: Inputs, p: ModelParameters, tokens):
+    """One layer's four all-to-alls in one pass (forward or backward): q and the attention output
+    (heads·head_dim per token each) and k and v (the key/value heads' width each), every rank
+    holding its 1/cp of the tokens."""
+    group = comm.GroupLinks(x.cp, x.tp, x, p)
+    q_bytes = tokens * x.n_heads * x.head_dim / x.tp * x.activation_bytes
+    kv_bytes = tokens * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0) * x.activation_bytes
+    return 2 * comm.all_to_all_time_s(q_bytes, group) + 2 * comm.all_to_all_time_s(kv_bytes, group)
+
+
 def _context_parallel_pass_s(x: Inputs, p: ModelParameters, tokens):
-    """One layer's ring exchange of K and V in a forward pass (the backward moves twice that)."""
+    """One layer's ring exchange (or gather) of K and V in a forward pass (the backward moves twice
+    that)."""
     group = comm.GroupLinks(x.cp, x.tp, x, p)
     kv_bytes = tokens * 2 * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0) * x.activation_bytes
     return comm.all_gather_time_s(kv_bytes * x.cp, group)
 
 
 def _context_parallel_hidden_s(x: Inputs, p: ModelParameters, micro):
-    """The part of one micro-batch's ring-attention traffic that hides under its compute: all of
-    it (forward, backward, and the recomputed forward) less what `_context_parallel_exposed_s`
-    left exposed."""
+    """The part of one micro-batch's context-parallel traffic that hides under its compute: all of
+    the K/V traffic (forward, backward, and the recomputed forward) less what
+    `_context_parallel_exposed_s` left exposed; none for Ulysses, whose all-to-alls all show."""
     if not np.any(x.cp > 1):
         return 0.0
     tokens = x.micro_batch * x.seq_len / x.cp
     passes = 3 + np.where(x.recompute == 2, 1.0, 0.0)
     total = x.layers_per_stage * passes * _context_parallel_pass_s(x, p, tokens)
-    return np.where(x.cp > 1, np.maximum(total - micro["cp_comm"], 0.0), 0.0)
+    hidden = np.where(x.cp_kind == 2, 0.0, np.maximum(total - micro["cp_comm"], 0.0))
+    return np.where(x.cp > 1, hidden, 0.0)
 
 
 def _expert_parallel_s(x: Inputs, p: ModelParameters, tokens):
@@ -451,12 +542,20 @@ def _data_parallel_windows_s(x: Inputs, p: ModelParameters, micro):
 def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     """Gradient reduction (and ZeRO's parameter gathers) minus what hides under compute.
 
+    Traffic moves in units, each a collective of its own that pays the ring's latency (which grows
+    with the group, collectives.py): ZeRO-0/1/2 reduce gradients in buckets of `dp_bucket_mb` as
+    the backward produces them (PyTorch DDP `bucket_cap_mb`); ZeRO-3/FSDP gathers and reduces one
+    layer per unit, the next layer's gather prefetched during the current layer's compute (FSDP
+    `backward_prefetch=BACKWARD_PRE`, FSDP2 per-block `fully_shard`; Zhao et al. 2023 §3.3).
+    A unit hides under its own layer's compute only, so a gather longer than a layer shows its
+    excess layer by layer; the first gather of the forward and the last bucket or reduce-scatter of
+    the backward never hide.
+
     ZeRO-0: all-reduce of the gradients once per step, under the last micro-batch's backward.
     ZeRO-1: reduce-scatter of gradients + all-gather of updated 16-bit weights, once per step.
     ZeRO-2: reduce-scatter after every micro-batch's backward, all-gather once per step.
-    ZeRO-3/FSDP: per micro-batch, gather weights for forward and again for backward, and
-    reduce-scatter gradients, each under the compute of the pass it serves
-    (Rajbhandari et al. 2020 §5; Zhao et al. 2023, PyTorch FSDP §3.3).
+    ZeRO-3/FSDP: per micro-batch, per layer: gather weights for forward and again for backward,
+    reduce-scatter gradients (Rajbhandari et al. 2020 §5).
     Gradient accumulation amortizes the once-per-step traffic over m micro-batches.
     """
     dense, experts = local_parameter_counts(x)
@@ -466,36 +565,49 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
 
     any_experts = bool(np.any(experts > 0))
 
-    def both(collective, count_dense, count_expert, element_bytes):
-        dense_s = collective(count_dense * element_bytes, dense_group)
-        if not any_experts:  # a dense model: the expert group's collective would be zeroed anyway
-            return dense_s
-        return dense_s + np.where(count_expert > 0, collective(count_expert * element_bytes, expert_group), 0.0)
+    def units_of(collective, count_dense, count_expert, element_bytes, units):
+        """(all units, one unit): the traffic split into `units` collectives of equal size."""
+        dense_s = collective(count_dense / units * element_bytes, dense_group)
+        if any_experts:  # a dense model: the expert group's collective would be zeroed anyway
+            dense_s = dense_s + np.where(count_expert > 0, collective(count_expert / units * element_bytes,
+                                                                      expert_group), 0.0)
+        return units * dense_s, dense_s
 
     layers = np.maximum(x.layers_per_stage, 1.0)
     window_fwd, window_bwd = _data_parallel_windows_s(x, p, micro)
     m = x.micro_batches
+    bucket_bytes = p.dp_bucket_mb * 2.0**20
 
-    def exposed(traffic, window):
-        """What does not fit under the window, and never less than the last layer's share."""
-        return np.maximum(traffic - window, traffic / layers)
+    def buckets(count_dense, count_expert, element_bytes):
+        return np.maximum(np.ceil((count_dense + count_expert) * element_bytes / bucket_bytes), 1.0)
+
+    def exposed(traffic, last_unit, window):
+        """What does not fit under the window, and never less than the last unit."""
+        return np.maximum(traffic - window, last_unit)
 
     # only the ZeRO stages some row uses are computed (a single estimate uses one)
     used = set(np.unique(x.zero).tolist())
-    grads_rs = both(comm.reduce_scatter_time_s, trainable_dense, trainable_expert, x.grad_bytes) \
-        if used & {1, 2, 3} else 0.0
-    params_ag = both(comm.all_gather_time_s, dense, experts, x.weight_bytes) if 3 in used else 0.0
-    trainable_ag = 0.0
-    if used & {1, 2}:
-        every_weight_trains = trainable_dense is dense and trainable_expert is experts
-        trainable_ag = params_ag if every_weight_trains and 3 in used else both(
-            comm.all_gather_time_s, trainable_dense, trainable_expert, x.weight_bytes)
-    zero0 = 0.0
+    grad_buckets = buckets(trainable_dense, trainable_expert, x.grad_bytes)
+    zero0 = zero1 = zero2 = zero3 = 0.0
     if 0 in used:
-        zero0 = exposed(both(comm.allreduce_time_s, trainable_dense, trainable_expert, x.grad_bytes), window_bwd)
-    zero1 = exposed(grads_rs, window_bwd) + trainable_ag
-    zero2 = m * exposed(grads_rs, window_bwd) + trainable_ag
-    zero3 = m * (exposed(params_ag, window_fwd) + exposed(params_ag + grads_rs, window_bwd))
+        total, last = units_of(comm.allreduce_time_s, trainable_dense, trainable_expert, x.grad_bytes, grad_buckets)
+        zero0 = exposed(total, last, window_bwd)
+    if used & {1, 2}:
+        total, last = units_of(comm.reduce_scatter_time_s, trainable_dense, trainable_expert, x.grad_bytes,
+                               grad_buckets)
+        gather, _ = units_of(comm.all_gather_time_s, trainable_dense, trainable_expert, x.weight_bytes,
+                             buckets(trainable_dense, trainable_expert, x.weight_bytes))
+        zero1 = exposed(total, last, window_bwd) + gather
+        zero2 = m * exposed(total, last, window_bwd) + gather
+    if 3 in used:
+        _, gather = units_of(comm.all_gather_time_s, dense, experts, x.weight_bytes, layers)
+        _, reduce = units_of(comm.reduce_scatter_time_s, trainable_dense, trainable_expert, x.grad_bytes, layers)
+        # prefetch depth one: layer i+1's gather runs during layer i; the first has nothing to hide under
+        forward = gather + (layers - 1) * np.maximum(gather - window_fwd / layers, 0.0)
+        # backward: layer i−1's gather and layer i's reduce-scatter during layer i's backward; the last
+        # layer stays gathered from its forward, the first layer's reduce-scatter comes after all compute
+        backward = reduce + (layers - 1) * np.maximum(gather + reduce - window_bwd / layers, 0.0)
+        zero3 = m * (forward + backward)
     by_stage = np.where(x.zero == 0, zero0, np.where(x.zero == 1, zero1, np.where(x.zero == 2, zero2, zero3)))
     return np.where(x.dp * x.cp > 1, by_stage, 0.0)
 

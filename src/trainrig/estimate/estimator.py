@@ -12,6 +12,7 @@ from trainrig.estimate.memory import GIB, PEAK_PHASES
 from trainrig.estimate.params import DEFAULT_PARAMETERS, ModelParameters
 from trainrig.estimate.result import RESOURCES, Estimate
 from trainrig.specs import Job
+from trainrig.specs.job import resolve_attention_kernel, resolve_fp8_recipe
 
 __all__ = ["estimate", "doubled_resource_inputs"]
 
@@ -54,6 +55,8 @@ def estimate(
         model_tflops_per_gpu=row["model_tflops_per_gpu"],
         hardware_tflops_per_gpu=row["hardware_tflops_per_gpu"],
         mfu=row["mfu"],
+        mfu_peak=f"{job.training.precision} dense",
+        mfu_peak_tflops=_mfu_peak_tflops(job),
         bottleneck=bottleneck,
         bottleneck_message=message,
         speedup_if_2x=speedups,
@@ -66,6 +69,12 @@ def estimate(
         warnings=_warnings(job, row),
         notes=list(job.notes) + _pipeline_split_notes(job) + _unmodelled(job),
     )
+
+
+def _mfu_peak_tflops(job: Job) -> float:
+    """The datasheet dense peak MFU divides by: the training precision's (fp8's for fp8 runs,
+    whose GEMMs run on the fp8 units; see inputs._gpu_fields)."""
+    return float(job.hardware.gpu.peak(job.training.precision))
 
 
 def doubled_resource_inputs(base: Inputs) -> Inputs:
@@ -162,6 +171,7 @@ def _config(job: Job) -> dict[str, Any]:
         "precision": t.precision, "method": t.method, "framework": t.framework,
         "master_weights": t.master_weights, "quantization": t.base_quantization, "optimizer": t.optimizer,
         "loss": t.loss, "packing": t.packing,
+        "attention_kernel": resolve_attention_kernel(t, hw.gpu)[1], "fp8_recipe": resolve_fp8_recipe(t),
     }
 
 
@@ -184,6 +194,10 @@ def _warnings(job: Job, row: dict[str, Any]) -> list[str]:
                         " micro-batches, CUDA graphs or torch.compile would help")
     if t.sequence_parallel and t.tp == 1:
         warnings.append("sequence_parallel has no effect with tp=1")
+    if t.tp_comm_overlap and t.tp == 1:
+        warnings.append("tp_comm_overlap has no effect with tp=1")
+    if t.cp_kind != "ring" and t.cp == 1:
+        warnings.append(f"cp_kind: {t.cp_kind} has no effect with cp=1")
     warnings.extend(_hardware_warnings(job))
     return warnings
 
@@ -192,11 +206,11 @@ def _hardware_warnings(job: Job) -> list[str]:
     """What the GPU cannot do that the job asks for, and the fallback the estimate used instead."""
     t, gpu = job.training, job.hardware.gpu
     said = []
-    support = gpu.flash_attention_support
-    if t.flash_attention and support < t.flash_attention_version:
-        fallback = ("PyTorch SDPA's memory-efficient kernel, at FlashAttention-1-class speed" if support == 1
+    asked, modelled = resolve_attention_kernel(t, gpu)
+    if asked != modelled and asked != "sdpa":
+        fallback = ("PyTorch SDPA's memory-efficient kernel, at FlashAttention-1-class speed" if modelled == "fa1"
                     else "unfused attention (s×s scores in memory), PyTorch's fallback")
-        said.append(f"{gpu.id} ({gpu.architecture}) cannot run FlashAttention-{t.flash_attention_version}; "
+        said.append(f"{gpu.id} ({gpu.architecture}) cannot run {ATTENTION_KERNEL_NAMES[asked]}; "
                     f"modelled with {fallback}")
     if not gpu.peer_to_peer and job.hardware.gpus_in_node > 1:
         said.append(f"{gpu.id} has no GPU peer-to-peer: NCCL stages GPU-to-GPU traffic through host memory, "
@@ -209,7 +223,8 @@ def _framework_warnings(job: Job) -> list[str]:
     t, fw = job.training, job.framework
     missing = [what for what, needed, supported in (
         ("tensor parallelism", t.tp > 1, fw.tensor_parallel), ("pipeline parallelism", t.pp > 1, fw.pipeline_parallel),
-        ("QLoRA", t.method == "qlora", fw.quantized_lora)) if needed and not supported]
+        ("QLoRA", t.method == "qlora", fw.quantized_lora),
+        ("TP communication overlap", t.tp_comm_overlap and t.tp > 1, fw.tp_comm_overlap)) if needed and not supported]
     return [f"{fw.name} does not support {what}" for what in missing]
 
 
@@ -222,8 +237,14 @@ def _assumptions(job: Job) -> list[str]:
         fused = t.kernels_fused(job.framework.fused_kernels)
         said.append("fused norm/activation kernels (fused_kernels: true)" if fused
                     else f"eager PyTorch kernels, {job.framework.name}'s default (fused_kernels: false)")
-    if t.flash_attention and "flash_attention_version" not in given and job.hardware.gpu.flash_attention_support == 2:
-        said.append("FlashAttention-2-class attention kernel")
+    if t.attention_kernel is None and t.flash_attention and t.flash_attention_version == 2:
+        asked, modelled = resolve_attention_kernel(t, job.hardware.gpu)
+        why = f", {job.framework.name}'s choice on {job.hardware.gpu.architecture}" if asked != "fa2" else ""
+        said.append(f"{ATTENTION_KERNEL_NAMES[modelled]} attention (attention_kernel: {modelled}{why})")
+    recipe = resolve_fp8_recipe(t)
+    if recipe is not None and t.fp8_recipe is None:
+        said.append(f"fp8 {FP8_RECIPE_NAMES[recipe]} on the linear layers, attention and output head in bf16"
+                    f" (fp8_recipe: {recipe})")
     if "framework" not in given:
         said.append("no framework-specific behaviour (framework: custom)")
     if t.method == "full" and t.precision != "fp32" and "master_weights" not in given:
@@ -233,10 +254,40 @@ def _assumptions(job: Job) -> list[str]:
     framework = job.framework
     said.append(f"{framework.name} keeps a persistent gradient buffer" if framework.persistent_grad_buffer
                 else "gradients freed between steps (zero_grad(set_to_none=True))")
-    said.append("data-parallel traffic overlapped with the backward (dp_overlap_fraction)")
+    said.extend(_overlap_assumptions(job, given))
     if t.precision == "fp8":
         said.append("MFU against the fp8 dense peak (sources that quote fp8 runs against bf16's peak"
                     " give a multiple of this)")
+    return said
+
+
+# How assumptions and warnings name the attention kernels and fp8 recipes.
+ATTENTION_KERNEL_NAMES = {"eager": "unfused (eager)", "sdpa": "PyTorch SDPA", "fa1": "FlashAttention-1-class",
+                          "fa2": "FlashAttention-2-class", "fa3": "FlashAttention-3", "cudnn": "cuDNN fused"}
+FP8_RECIPE_NAMES = {"delayed": "delayed per-tensor scaling", "tensorwise": "current per-tensor scaling",
+                    "blockwise": "1×128/128×128 block scaling", "mxfp8": "MXFP8 (32-element blocks)"}
+
+
+def _overlap_assumptions(job: Job, given: set[str]) -> list[str]:
+    """How tensor-, context- and data-parallel traffic overlaps compute (core.py)."""
+    t = job.training
+    said = []
+    if t.tp > 1 and not t.tp_comm_overlap:
+        said.append("TP collectives exposed, not overlapped with the GEMMs (tp_comm_overlap: false)")
+    elif t.tp > 1:
+        said.append("TP overlap as Transformer Engine userbuffers run it: ring-exchange all-gathers, reduce-scatters"
+                    " pipelined in pieces beside GEMMs that lose SMs to them (tp_comm_overlap: true;"
+                    " tp_overlap_rs_splits, tp_overlap_comm_sms)")
+    if t.cp > 1:
+        kind = {"ring": "ring attention, the K/V exchange hidden under attention",
+                "all-gather": "an all-gather of K/V per layer, hidden under the local block only",
+                "ulysses": "Ulysses all-to-alls, exposed"}[t.cp_kind]
+        default = "" if "cp_kind" in given else ", the default"
+        said.append(f"context parallelism as {kind} (cp_kind: {t.cp_kind}{default})")
+    if t.dp_degree * t.cp > 1:
+        units = "one layer per gather and reduce-scatter" if t.zero >= 3 else "gradient buckets of dp_bucket_mb"
+        said.append(f"data-parallel traffic in {units} behind the compute, paying NCCL's ring latency over the"
+                    " group; the first gather and the last reduction are exposed")
     return said
 
 

@@ -15,14 +15,16 @@ import numpy as np
 
 from trainrig.estimate.params import ModelParameters
 from trainrig.specs import Job, ModelSpec
+from trainrig.specs.job import resolve_attention_kernel, resolve_fp8_recipe
 
 __all__ = ["Inputs", "inputs_from_job", "model_fields", "RECOMPUTE_CODE", "METHOD_CODE", "stack_inputs",
-           "QUANTIZED_WEIGHT_BYTES"]
+           "QUANTIZED_WEIGHT_BYTES", "CP_KIND_CODE"]
 
 RECOMPUTE_CODE = {"none": 0.0, "selective": 1.0, "full": 2.0}
 METHOD_CODE = {"full": 0.0, "lora": 1.0, "qlora": 2.0}
 OFFLOAD_CODE = {"none": 0.0, "optimizer": 1.0, "parameters": 2.0, "all": 3.0}
 LOSS_CODE = {"full": 0.0, "chunked": 1.0, "fused_linear": 2.0, "fused": 3.0}
+CP_KIND_CODE = {"ring": 0.0, "all-gather": 1.0, "ulysses": 2.0}
 # Bytes per weight of a frozen base stored quantized, constants included (4 bits = 0.5 B):
 # NF4 keeps an fp32 absmax per block of 64 (+4/64 B); double quantization stores those as 8 bits
 # with an fp32 constant per 256 blocks (+(1 + 4/256)/64 B) (Dettmers et al. 2023, QLoRA §3);
@@ -35,6 +37,14 @@ LOSS_CODE = {"full": 0.0, "chunked": 1.0, "fused_linear": 2.0, "fused": 3.0}
 # to int8 (4 → 1), a mask (1 → 1), the zero subtraction (1 → 1) and the fp16 scaling (1 → 2): 16.5.
 DEQUANT_BYTES_PER_WEIGHT = {"nf4": 0.5 + 4 / 64 + 2, "nf4-double": 0.5 + (1 + 4 / 256) / 64 + 2, "int8": 1.0 + 2,
                             "gptq-int4": 0.5 + 4 + 4 + 1 + 1 + 1 + 1 + 1 + 1 + 2}
+# Share of the streaming HBM rate those bytes move at. bitsandbytes' and torchao's single kernels
+# stream (1). AutoGPTQ's torch ops are TensorIterator kernels on 1-byte elements and broadcast
+# operands: ATen vectorizes only contiguous, same-dtype operands (CUDALoops.cuh), and then at most 4
+# elements per access, 4 bytes for int8 (MemoryAccess.cuh can_vectorize_up_to; pytorch/pytorch#174553:
+# vec8 stays disabled for 1-byte types on sm80/sm90). Measured: a 1-byte add at 0.51 of a copy's
+# rate on B200 (#174553: add_scalar int8 87.67 µs vs clone 45.10 µs, 128 MB), int8 addition at 0.61 of
+# fp32's on P100 (pytorch/pytorch#22612: 285 vs 465 GiB/s): 0.5.
+DEQUANT_STREAM_FRACTION = {"gptq-int4": 0.5}
 # Ops one dequantize-and-multiply issues beside the GEMM: bitsandbytes and torchao, a dequantize
 # kernel and the output cast; AutoGPTQ's torch path, the shift, cast, add and mask of the zeros,
 # the shift, cast and mask of the weights, the subtraction and scaling, and the input and output
@@ -42,6 +52,18 @@ DEQUANT_BYTES_PER_WEIGHT = {"nf4": 0.5 + 4 / 64 + 2, "nf4-double": 0.5 + (1 + 4 
 DEQUANT_OPS = {"nf4": 2.0, "nf4-double": 2.0, "int8": 2.0, "gptq-int4": 12.0}
 QUANTIZED_WEIGHT_BYTES = {"nf4": 0.5 + 4 / 64, "nf4-double": 0.5 + (1 + 4 / 256) / 64, "int8": 1.0,
                           "gptq-int4": 0.5 + (2 + 0.5) / 128}
+# HBM bytes per element of casting one 16-bit GEMM input to fp8, forward (the backward casts its
+# gradients alike). Transformer Engine's cast kernels read the 16-bit tensor once and write the fp8
+# copy and, for the backward's transposed GEMMs on Hopper, its transpose (read 2, write 1 + 1);
+# `delayed` takes its scale from the amax history and records this amax in the same kernel, 3 bytes
+# as counted before recipes existed (Micikevicius et al. 2022, FP8 Formats for Deep Learning §4; TE
+# DelayedScaling). `tensorwise` (current scaling: TE Float8CurrentScaling, torchao's dynamic
+# tensorwise) needs the tensor's amax before it can scale: one more read of the input (+2).
+# `blockwise` (1×128 / 128×128 scales, DeepSeek-V3 §3.3; TE Float8BlockScaling) and `mxfp8` (OCP MX
+# v1.0, 32-element blocks with E8M0 scales; TE MXFP8BlockScaling) scale each block as it is cast, but
+# their row-wise and column-wise copies carry different scales, so both are quantized from the
+# 16-bit input: read 2, write 1 + 1, + scales (4 bytes per 128, 1 per 32: ≈ 0.03).
+FP8_CAST_BYTES = {"delayed": 3.0, "tensorwise": 5.0, "blockwise": 4.0 + 4 / 128, "mxfp8": 4.0 + 2 / 32}
 NAN = float("nan")
 
 
@@ -90,8 +112,13 @@ class Inputs:
     zero: Any
     recompute: Any
     sequence_parallel: Any
+    tp_comm_overlap: Any  # 1 = TP collectives chunked beside their GEMMs (see TrainingSpec)
+    cp_kind: Any  # CP_KIND_CODE: 0 ring, 1 all-gather, 2 ulysses
     flash_attention: Any
     flash_attention_version: Any  # 1 or 2 (see TrainingSpec)
+    attention_fwd_speed: Any  # fused kernel's forward rate relative to FlashAttention-2's (GPU.attention_kernel_speed)
+    attention_bwd_speed: Any  # … and its backward's
+    fp8_cast_bytes: Any  # HBM bytes per element of casting a GEMM input to fp8 (FP8_CAST_BYTES; 0 off fp8)
     fused_kernels: Any  # 1 = fused elementwise kernels, 0 = eager (see TrainingSpec)
     dropout: Any
     activation_bytes: Any  # bytes per activation element (2 for 16-bit, 4 for fp32)
@@ -104,7 +131,7 @@ class Inputs:
     lora_rank: Any
     frozen_weight_bytes: Any  # bytes per frozen layer-linear weight: 2 (16-bit), ~0.516 (NF4 + double quant) …
     quantized: Any  # 1 when the frozen base is quantized (dequantized per use)
-    dequant_bytes_per_weight: Any  # HBM traffic of one dequantization per weight (DEQUANT_BYTES_PER_WEIGHT)
+    dequant_bytes_per_weight: Any  # one dequantization's HBM bytes per weight at the stream rate (DEQUANT_*)
     dequant_saved_for_backward: Any  # 1 when autograd keeps the 16-bit dequantized weight (AutoGPTQ's torch path)
     dequant_ops: Any  # small ops one dequantization issues (DEQUANT_OPS)
     lora_q: Any  # 1 when the linear carries an adapter (see TrainingSpec.lora_targets)
@@ -121,6 +148,7 @@ class Inputs:
     paged_optimizer: Any  # 1 = states in CUDA unified memory, outside the allocator
     optimizer_in_backward: Any
     loss_kind: Any  # 0 full, 1 chunked, 2 fused linear + cross-entropy, 3 fused kernel over the logits
+    loss_upcast: Any  # 1 = the full loss's log-softmax and gradients in fp32; 0 = in the training precision
     activation_offload: Any
     offload: Any  # 0 none, 1 optimizer, 2 parameters, 3 all
     offload_nvme: Any
@@ -139,6 +167,8 @@ class Inputs:
     loader_workers_per_gpu: Any
     # GPU
     gemm_peak_tflops: Any  # dense peak for the GEMM precision
+    head_gemm_peak_tflops: Any  # … for the output head, which fp8 recipes keep in bf16
+    head_matmul_efficiency: Any  # the head's best-shape fraction of that peak
     attention_peak_tflops: Any  # dense peak of the precision attention runs in (bf16 for fp8)
     mfu_peak_tflops: Any
     matmul_efficiency: Any  # best-shape fraction of peak (MAMF), before tile effects
@@ -345,11 +375,15 @@ def padded_seq_len(t) -> float:
 
 
 def _attention_fields(job: Job) -> dict[str, float]:
-    """The attention kernel asked for, down to the best one the GPU runs (named in the warnings)."""
-    t, support = job.training, job.hardware.gpu.flash_attention_support
-    flash = t.flash_attention and support > 0
-    version = min(t.flash_attention_version, support) if flash else t.flash_attention_version
-    return dict(flash_attention=float(flash), flash_attention_version=float(version))
+    """The attention kernel asked for, down to the best one the GPU runs (named in the warnings):
+    fused or not, its FlashAttention class (1 or 2) and its speed relative to FlashAttention-2."""
+    t, gpu = job.training, job.hardware.gpu
+    _, kernel = resolve_attention_kernel(t, gpu)
+    forward, backward = gpu.attention_kernel_speed(kernel)
+    return dict(flash_attention=float(kernel != "eager"),
+                flash_attention_version=1.0 if kernel == "fa1" else 2.0,
+                attention_fwd_speed=forward, attention_bwd_speed=backward,
+                fp8_cast_bytes=FP8_CAST_BYTES.get(resolve_fp8_recipe(t), 0.0))
 
 
 def _training_fields(job: Job) -> dict[str, float]:
@@ -364,6 +398,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         pp_loss_slot=float(t.account_for_loss_in_pipeline_split),
         zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
         sequence_parallel=float(t.sequence_parallel),
+        tp_comm_overlap=float(t.tp_comm_overlap), cp_kind=CP_KIND_CODE[t.cp_kind],
         **_attention_fields(job),
         fused_kernels=float(t.kernels_fused(fw.fused_kernels)), dropout=float(t.dropout),
         activation_bytes=2 if mixed else 4, weight_bytes=2 if mixed else 4,
@@ -376,7 +411,8 @@ def _training_fields(job: Job) -> dict[str, float]:
         fp8=float(t.precision == "fp8"), method=METHOD_CODE[t.method], lora_rank=t.lora_rank,
         frozen_weight_bytes=QUANTIZED_WEIGHT_BYTES.get(quantization, 2 if mixed else 4),
         quantized=float(quantization != "none"),
-        dequant_bytes_per_weight=DEQUANT_BYTES_PER_WEIGHT.get(quantization, 0.0),
+        dequant_bytes_per_weight=DEQUANT_BYTES_PER_WEIGHT.get(quantization, 0.0)
+        / DEQUANT_STREAM_FRACTION.get(quantization, 1.0),
         dequant_ops=DEQUANT_OPS.get(quantization, 0.0),
         dequant_saved_for_backward=float(quantization == "gptq-int4"),
         **{f"lora_{name}": float(name in targets) for name in ("q", "k", "v", "o", "gate", "up", "down")},
@@ -384,6 +420,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         embedding_state_bytes=_embedding_state_bytes(t),
         master_weights=float(t.master_weights and mixed), paged_optimizer=float(t.optimizer.startswith("paged")),
         optimizer_in_backward=float(t.optimizer_in_backward), loss_kind=LOSS_CODE[t.loss],
+        loss_upcast=float(t.loss_upcast or not mixed),
         activation_offload=float(t.activation_offload), offload_nvme=float(t.offload_device == "nvme"),
         real_seq_len=float(t.real_seq_len), compute_seq_len=padded_seq_len(t),
         persistent_grad_buffer=float(fw.persistent_grad_buffer),
@@ -411,17 +448,25 @@ def _gpu_fields(job: Job, params: ModelParameters) -> dict[str, float]:
         efficiency = 0.9 * params.sustained_matmul_fraction
     attention = (gpu.attention_efficiency or params.default_attention_efficiency) * params.sustained_matmul_fraction
     hbm = gpu.memory_bandwidth_gbs * params.memory_efficiency
+    # fp8 recipes run the linear layers in fp8 and keep the output head in bf16: Megatron-Core's
+    # output_layer is a plain ColumnParallelLinear outside Transformer Engine's fp8_autocast, and
+    # torchtitan's float8 converter skips `output` (its filter_fqns)
+    head_peak, head_efficiency = peak, efficiency
+    if t.precision == "fp8":
+        head_peak, head_efficiency = attention_peak, efficiency / params.fp8_matmul_ratio
     if profile is not None:
         measured = profile.gemm_tflops.get(gemm_precision)
         if measured:
             peak, efficiency = measured, params.sustained_matmul_fraction
             attention_peak = profile.gemm_tflops.get("bf16", attention_peak) if t.precision == "fp8" else measured
+            head_peak, head_efficiency = (attention_peak, efficiency) if t.precision == "fp8" else (peak, efficiency)
         hbm = profile.memory_bandwidth_gbs or hbm
     # MFU is a utilization: model FLOPs over the peak of the units the GEMMs run on, the fp8 rate
     # for fp8 (against bf16's, as torchtitan quotes fp8 runs, a fast fp8 run passes 100%)
     mfu_peak = gpu.peak(t.precision)
     return dict(
         gemm_peak_tflops=peak, attention_peak_tflops=attention_peak, mfu_peak_tflops=mfu_peak,
+        head_gemm_peak_tflops=head_peak, head_matmul_efficiency=head_efficiency,
         matmul_efficiency=efficiency, attention_efficiency=attention, compute_units=gpu.compute_units,
         hbm_bandwidth_gbs=hbm,
         memory_gib=gpu.memory_gib,

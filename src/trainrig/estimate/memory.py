@@ -23,7 +23,7 @@ from trainrig.estimate.params import ModelParameters
 from trainrig.units import GIB
 
 __all__ = ["local_parameter_counts", "activation_bytes_per_layer", "memory_breakdown_bytes", "memory_fit",
-           "memory_state", "trainable_parameter_counts", "lora_parameters_per_layer", "GIB"]
+           "memory_state", "trainable_parameter_counts", "lora_parameters_per_layer", "stage_linear_parameters", "GIB"]
 
 PEAK_PHASES = ("forward", "backward")
 
@@ -121,6 +121,9 @@ def _stage_linear_parameters(x: Inputs):
     dense, experts = local_parameter_counts(x)
     layers = np.maximum(x.layers_per_stage, 1.0)
     return dense - _stage_end_parameters(x, (dense + experts) / layers) - _stage_norm_parameters(x) + experts
+
+
+stage_linear_parameters = _stage_linear_parameters
 
 
 def _frozen_base_bytes(x: Inputs):
@@ -224,7 +227,9 @@ def in_flight_layers(x: Inputs):
 def logits_bytes(x: Inputs, p: ModelParameters):
     """Last stage: the logits and the loss's working copies at their peak, split over TP.
 
-    Full cross-entropy keeps 16-bit logits, an fp32 upcast and the fp32 log-softmax at once;
+    Full cross-entropy keeps 16-bit logits, an fp32 upcast and the fp32 log-softmax at once (all
+    16-bit when the loss runs in the training precision: a model cast to 16 bits without autocast
+    whose code does not upcast, `loss_upcast: false`);
     chunked keeps the 16-bit logits of the whole micro-batch (eager: also each chunk's saved
     log-softmax, in the same precision; a compiled loss recomputes it); a fused kernel keeps only the
     16-bit logits and overwrites them with their gradient; a fused linear cross-entropy
@@ -232,8 +237,10 @@ def logits_bytes(x: Inputs, p: ModelParameters):
     (Liger's chunk size: tokens·hidden/vocab), i.e. ~hidden elements per token."""
     tokens = x.micro_batch * x.seq_len / x.cp
     chunked = x.activation_bytes * np.where(x.fused_kernels > 0, 1.0, 2.0)
-    per_element = np.where(x.loss_kind == 0, p.logits_bytes_per_element,
-                           np.where(x.loss_kind == 3, x.activation_bytes, chunked))
+    # the full loss's three fp32 tensors (log-softmax, its gradient, its input's gradient) are 16-bit
+    # when it runs in the training precision (`loss_upcast: false`)
+    full = p.logits_bytes_per_element * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))
+    per_element = np.where(x.loss_kind == 0, full, np.where(x.loss_kind == 3, x.activation_bytes, chunked))
     vocab_local = np.where(x.loss_kind == 2, np.minimum(x.hidden, x.vocab), x.vocab) / x.tp
     return tokens * vocab_local * per_element
 

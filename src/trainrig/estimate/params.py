@@ -43,6 +43,19 @@ class ModelParameters:
     §4.1 measures FlashAttention-2 1.3–2.5× faster than FlashAttention in Triton (geometric mean
     1.8) and 1.7–3.0× faster than FlashAttention-1 in CUDA, which the Triton port's docstring puts
     slightly ahead of itself forward+backward (flash_attn/flash_attn_triton.py)."""
+    attention_head_dim_overhead: float = 30.0
+    """Head-dim's worth of fixed work per attention tile (the online softmax, rescaling and masking
+    of each score block, done once whatever the width): a head of width d runs at d/(d + this) of
+    the rate, relative to width 128, where the kernels are measured. From the FlashAttention-3
+    paper's H100 figures, head dim 64 vs 128 at 16k (Shah et al. 2024, Fig. 5–6): FA2 forward
+    324/370 → 20, backward 291/322 → 15; FA3 497/648 → 54, 474/561 → 29; cuDNN 413/595 → 101,
+    433/516 → 31; median ≈ 30. (A GEMM's K-loop overhead, `gemm_k_overhead`, would give 150.)"""
+    attention_key_overhead: float = 0.0
+    """Fixed work of a fused attention kernel per query block, in keys' worth of streamed K/V
+    (loading Q, the rescaled output and log-sum-exp, the masked diagonal block): the rate over k
+    keys is k/(k + this) of the long-sequence rate. Fitted to H100 head-dim-128 curves at 512–16k
+    tokens: FlashAttention-3 forward (pytorch/benchmark#2391, tritonbench: 430 → 621 TFLOP/s) ≈ 240,
+    and the FlashAttention-3 paper's Fig. 5–6 (FA2/FA3 forward and backward) 105–420; 0 = flat."""
 
     # --- memory-bound work ----------------------------------------------------------------------
     memory_efficiency: float = 0.85
@@ -85,7 +98,23 @@ class ModelParameters:
     # --- overlap --------------------------------------------------------------------------------
     dp_overlap_fraction: float = 1.0
     """Fraction of the backward (and, for ZeRO-3, forward) compute window that bucketed
-    data-parallel traffic can hide under (PyTorch DDP / FSDP prefetch; Li et al. 2020 VLDB)."""
+    data-parallel traffic can hide under (PyTorch DDP / FSDP prefetch; Li et al. 2020 VLDB). What
+    cannot hide at scale comes from the units themselves (core._data_parallel_exposed_s: bucket and
+    layer units, the ring's latency over the group, the first gather and last reduction), not from
+    this share."""
+    tp_overlap_rs_splits: float = 4.0
+    """Pieces a GEMM is cut into when its output is reduce-scattered piece by piece beside the next
+    piece (Transformer Engine userbuffers' pipelined overlap, `num_splits`: 4 in TE's defaults and
+    in every Megatron-Bridge / NeMo `userbuffers_*` preset for proj_fprop and fc2_fprop)."""
+    tp_overlap_comm_sms: float = 16.0
+    """SMs the overlapped TP communication kernels take from the GEMMs beside them (TE userbuffers
+    `num_sm`: 16 by default; 2–24 in the Megatron-Bridge presets, e.g. 24 for GPT-3 175B's proj_fprop
+    on H100 with `set_sm_margin`, 4 for its bulk weight-gradient overlaps). The ring-exchange
+    all-gathers move data with copy engines and take none."""
+    dp_bucket_mb: float = 25.0
+    """Gradient bucket of ZeRO-0/1/2 data parallelism, MiB: each bucket is one collective that pays
+    the ring's latency, and the last one of the backward never hides. PyTorch DDP's default
+    `bucket_cap_mb=25` (torch.nn.parallel.DistributedDataParallel; Li et al. 2020 VLDB §3.2.3)."""
 
     # --- memory overheads -----------------------------------------------------------------------
     cuda_context_gib: float = 0.6

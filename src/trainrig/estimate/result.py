@@ -66,6 +66,10 @@ class Estimate(BaseModel):
     """FLOPs executed including recompute, per GPU per second, TFLOP/s."""
     mfu: float
     """model_tflops_per_gpu over the dense peak of the training precision (fp8's for fp8), so at most 1."""
+    mfu_peak: str = "bf16 dense"
+    """Which datasheet peak `mfu` is against: the training precision's dense rate, e.g. `fp8 dense`."""
+    mfu_peak_tflops: float = 0.0
+    """That peak per GPU, TFLOP/s (the datasheet's, not a probe's measurement)."""
     bottleneck: str
     """The binding resource: one of RESOURCES' keys, or `pipeline_bubble`."""
     bottleneck_message: str

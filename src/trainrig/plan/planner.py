@@ -190,7 +190,8 @@ class Planner:
             offer=_offer_ref(option.offer), meets_constraints=meets, misses=self._misses(est),
             layout={"tp": t.tp, "pp": t.pp, "dp": t.dp_degree, "cp": t.cp, "ep": t.ep, "vpp": t.vpp, "zero": t.zero,
                     "micro_batch": t.micro_batch, "global_batch": t.global_batch, "grad_accum": t.micro_batches,
-                    "recompute": t.recompute, "sequence_parallel": t.sequence_parallel},
+                    "recompute": t.recompute, "sequence_parallel": t.sequence_parallel,
+                    "tp_comm_overlap": t.tp_comm_overlap},
             memory_headroom_gib=est.memory_capacity_gib - est.memory_per_gpu_gib, estimate=est, node=node,
             job=mapping)
 
@@ -343,5 +344,7 @@ def framework_space(catalog: Catalog, training: Mapping[str, Any], method: str, 
     name = training.get("framework", "custom") if isinstance(training, Mapping) else "custom"
     framework = catalog.frameworks.get(str(name)).entry
     quantized = method == "qlora" or training.get("quantization", "none") not in ("none", None)
+    overlap = space.tp_comm_overlap if framework.tp_comm_overlap else (False,)
     return replace(space, tensor_parallel=space.tensor_parallel and framework.tensor_parallel and not quantized,
-                   pipeline_parallel=space.pipeline_parallel and framework.pipeline_parallel and not quantized)
+                   pipeline_parallel=space.pipeline_parallel and framework.pipeline_parallel and not quantized,
+                   tp_comm_overlap=overlap)

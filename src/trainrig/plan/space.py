@@ -36,6 +36,9 @@ class SearchSpace:
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
     recompute: tuple[str, ...] = ("none", "selective", "full")
     sequence_parallel: tuple[bool, ...] = (False, True)
+    tp_comm_overlap: tuple[bool, ...] = (True,)
+    """Overlap of TP collectives with GEMMs, tried where tp > 1 with sequence parallelism (which both
+    Megatron-Core's `--tp-comm-overlap` and torchtitan's async TP need); off everywhere else."""
     vpp: tuple[int, ...] = (1, 2, 4)
     max_cp: int = 8
     """Context parallelism up to this degree, and only while each rank keeps ≥ min_tokens_per_cp_rank."""
@@ -76,6 +79,7 @@ class Layouts:
     zero: np.ndarray
     recompute: np.ndarray
     sequence_parallel: np.ndarray
+    tp_comm_overlap: np.ndarray
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -92,6 +96,7 @@ class Layouts:
         row = {f.name: int(getattr(self, f.name)[i]) for f in fields(self)}
         row["recompute"] = RECOMPUTE_NAMES[float(row["recompute"])]
         row["sequence_parallel"] = bool(row["sequence_parallel"])
+        row["tp_comm_overlap"] = bool(row["tp_comm_overlap"])
         return row
 
     @staticmethod
@@ -174,18 +179,22 @@ def _powers_of_two(limit: int) -> list[int]:
 
 
 def _with_memory_savers(coarse: np.ndarray, space: SearchSpace) -> Layouts:
-    """Each coarse row × the ZeRO stages, recompute modes and sequence-parallel flags that apply:
-    ZeRO only with data parallelism to shard over (stage 0 otherwise) and at most stage 1 with
-    pipeline parallelism; sequence parallelism only with tp > 1 (off, once, otherwise)."""
+    """Each coarse row × the ZeRO stages, recompute modes, sequence-parallel and TP-overlap flags that
+    apply: ZeRO only with data parallelism to shard over (stage 0 otherwise) and at most stage 1 with
+    pipeline parallelism; sequence parallelism only with tp > 1 (off, once, otherwise); TP overlap
+    only with sequence parallelism (off, once, otherwise)."""
     savers = np.array(list(product(space.zero_stages, [RECOMPUTE_CODE[r] for r in space.recompute],
-                                   [int(s) for s in space.sequence_parallel])), dtype=np.int64).reshape(-1, 3)
+                                   [int(s) for s in space.sequence_parallel],
+                                   [int(o) for o in space.tp_comm_overlap])), dtype=np.int64).reshape(-1, 4)
     rows = np.repeat(coarse, len(savers), axis=0)
     saver = np.tile(savers, (len(coarse), 1))
     tp, pp, cp, dp = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 4]
-    zero, sp = saver[:, 0], saver[:, 2]
+    zero, sp, overlap = saver[:, 0], saver[:, 2], saver[:, 3]
     keep = np.where(dp * cp > 1, (pp == 1) | (zero <= 1), zero == min(space.zero_stages))
     keep &= (tp > 1) | (sp == savers[0, 2])
+    keep &= ((tp > 1) & (sp > 0)) | (overlap == savers[0, 3])
     rows, saver = rows[keep], saver[keep]
+    sequence_parallel = saver[:, 2] * (rows[:, 0] > 1)
     return Layouts(tp=rows[:, 0], pp=rows[:, 1], cp=rows[:, 2], ep=rows[:, 3], dp=rows[:, 4], vpp=rows[:, 5],
                    micro_batch=rows[:, 6], global_batch=rows[:, 7], zero=saver[:, 0], recompute=saver[:, 1],
-                   sequence_parallel=saver[:, 2] * (rows[:, 0] > 1))
+                   sequence_parallel=sequence_parallel, tp_comm_overlap=saver[:, 3] * sequence_parallel)

@@ -19,7 +19,7 @@ BAR_WIDTH = 28
 def estimate_view(est: Estimate) -> Group:
     """Header, memory, step time, throughput and bottleneck, warnings — top to bottom."""
     parts = [_header(est), _memory_table(est), _step_table(est), _throughput_table(est), _bottleneck(est)]
-    if est.warnings or est.notes:
+    if est.warnings or est.notes or est.assumptions:
         parts.append(_messages(est))
     return Group(*parts)
 
@@ -76,7 +76,8 @@ def _throughput_table(est: Estimate) -> Table:
     table.add_column()
     table.add_column()
     table.add_row("  tokens/s", f"{est.tokens_per_s:,.0f} ({est.tokens_per_s_per_gpu:,.0f} per GPU)")
-    table.add_row("  model TFLOP/s per GPU", f"{est.model_tflops_per_gpu:,.1f}  (MFU {est.mfu:.1%})")
+    table.add_row("  model TFLOP/s per GPU", f"{est.model_tflops_per_gpu:,.1f}  (MFU {est.mfu:.1%} of the"
+                  f" {est.mfu_peak} peak, {est.mfu_peak_tflops:,.0f} TFLOP/s)")
     table.add_row("  hardware TFLOP/s per GPU", f"{est.hardware_tflops_per_gpu:,.1f}")
     hint = "" if est.total_time_s else "  (give training.tokens)"
     table.add_row("  total time", duration_text(est.total_time_s) + hint)
@@ -101,6 +102,8 @@ def _messages(est: Estimate) -> Text:
         text.append(f"warning: {warning}\n", style="yellow")
     for note in est.notes:
         text.append(f"note: {note}\n", style="dim")
+    for assumption in est.assumptions:
+        text.append(f"assumed: {assumption}\n", style="dim")
     return text
 
 

@@ -51,6 +51,9 @@ class FrameworkSpec(CatalogEntry):
     """Supports tensor (and sequence) parallelism."""
     pipeline_parallel: bool = True
     """Supports pipeline parallelism."""
+    tp_comm_overlap: bool = True
+    """Can overlap tensor-parallel collectives with GEMMs (`training.tp_comm_overlap`): Megatron-Core
+    and NeMo through Transformer Engine userbuffers, torchtitan through async TP."""
     quantized_lora: bool = True
     """Supports LoRA over a quantized base (QLoRA)."""
 

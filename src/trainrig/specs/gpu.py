@@ -82,8 +82,9 @@ class GPU(CatalogEntry):
     """Whether GPUs of this model in one host can read each other's memory directly (CUDA peer
     access over PCIe or NVLink); GeForce Ada and Blackwell cards have it disabled in the driver."""
     attention_efficiency: float | None = Field(default=None, gt=0, le=1)
-    """Measured FlashAttention forward+backward rate (causal, head dim 128, long sequences) as a
-    fraction of the dense bf16 peak, with the kernel frameworks use on this GPU; null if unmeasured."""
+    """Measured FlashAttention-2-class forward+backward rate (causal, head dim 128, long sequences) as a
+    fraction of the dense bf16 peak; faster kernels (cuDNN, FlashAttention-3 on Hopper) run at their
+    measured multiple of it (ATTENTION_KERNEL_SPEED); null if unmeasured."""
 
     def peak(self, precision: Precision) -> float | None:
         """Dense peak TFLOP/s for a precision, or None where the chip lacks it."""
@@ -95,6 +96,36 @@ class GPU(CatalogEntry):
         vendor kernel), 1 (FlashAttention-1 / PyTorch SDPA's memory-efficient kernel), 0 (none)."""
         return FLASH_ATTENTION_BY_ARCHITECTURE.get(self.architecture, 2)
 
+    @property
+    def attention_kernels(self) -> tuple[str, ...]:
+        """The `training.attention_kernel` values this GPU runs (see ATTENTION_KERNEL_ARCHITECTURES)."""
+        support = self.flash_attention_support
+        runs = {"eager", "sdpa"} | ({"fa1"} if support >= 1 else set()) | ({"fa2"} if support >= 2 else set())
+        runs |= {k for k, archs in ATTENTION_KERNEL_ARCHITECTURES.items() if self.architecture in archs}
+        return tuple(k for k in ATTENTION_KERNELS if k in runs)
+
+    def sdpa_backend(self) -> str:
+        """The kernel PyTorch's scaled_dot_product_attention dispatches to here for causal training:
+        its flash backend (FlashAttention-2) where FlashAttention-2 runs, else its memory-efficient
+        (xformers/CUTLASS, FlashAttention-1-class) kernel, else the unfused math path (PyTorch
+        sdp_utils: flash needs sm80+, mem-efficient sm50+; cuDNN is opt-in on Hopper since 2.5.1)."""
+        return {2: "fa2", 1: "fa1"}.get(self.flash_attention_support, "eager")
+
+    def attention_kernel_speed(self, kernel: str) -> tuple[float, float]:
+        """(forward, backward) rate of a fused attention kernel relative to this GPU's
+        FlashAttention-2-class rate (`attention_efficiency`); 1 where no faster kernel is measured."""
+        return ATTENTION_KERNEL_SPEED.get((kernel, self.architecture), (1.0, 1.0))
+
+    @property
+    def fp8_recipes(self) -> tuple[str, ...]:
+        """The `training.fp8_recipe` values this GPU runs: per-tensor and 128-block scaling wherever
+        it has fp8 matrix units; MXFP8 (32-element blocks with E8M0 scales, applied by the tensor
+        cores themselves) only on Blackwell (OCP MX spec v1.0; Transformer Engine 2.x MXFP8BlockScaling
+        needs sm100+)."""
+        if self.peak("fp8") is None:
+            return ()
+        return ("tensorwise", "delayed", "blockwise") + (("mxfp8",) if self.architecture in MXFP8_ARCHITECTURES else ())
+
 
 # FlashAttention-2 runs on Ampere, Ada and Hopper (and newer) with CUDA, and on MI200/MI300 (CDNA2/3)
 # with ROCm; Turing and Volta do not run it (Dao-AILab/flash-attention README, "NVIDIA CUDA Support",
@@ -102,3 +133,23 @@ class GPU(CatalogEntry):
 # (xformers/CUTLASS) kernel, flash-like in memory, FlashAttention-1-class in speed. CDNA1 (MI100) has
 # neither, so PyTorch falls back to the unfused math path.
 FLASH_ATTENTION_BY_ARCHITECTURE = {"Volta": 1, "Turing": 1, "CDNA": 0}
+
+ATTENTION_KERNELS = ("eager", "sdpa", "fa1", "fa2", "fa3", "cudnn")
+# Kernels beyond the FlashAttention classes above, by the architectures that run them.
+# FlashAttention-3 is Hopper-only (Dao-AILab/flash-attention README, "FlashAttention-3 beta release":
+# H100/H800, CUDA >= 12.3; Shah et al. 2024). cuDNN's fused flash attention (cudnn-frontend SDPA,
+# what Transformer Engine's FusedAttention and PyTorch's cuDNN SDPA backend call) needs sm80+
+# (NVIDIA cuDNN frontend docs, "Scaled Dot Product Attention": Ampere and newer).
+ATTENTION_KERNEL_ARCHITECTURES = {
+    "fa3": ("Hopper",),
+    "cudnn": ("Ampere", "Ada Lovelace", "Hopper", "Blackwell"),
+}
+# (forward, backward) speed relative to FlashAttention-2 on the same GPU, head dim 128, causal
+# forward / backward at 16k tokens, bf16, H100 SXM5 (Shah et al. 2024, FlashAttention-3, Fig. 5-6):
+# forward FA2 335, cuDNN 539, FA3 616 TFLOP/s; backward FA2 322, cuDNN 516, FA3 561 TFLOP/s.
+# Elsewhere no faster kernel than FlashAttention-2 is published for training; cuDNN counts as equal.
+ATTENTION_KERNEL_SPEED = {
+    ("fa3", "Hopper"): (616 / 335, 561 / 322),
+    ("cudnn", "Hopper"): (539 / 335, 516 / 322),
+}
+MXFP8_ARCHITECTURES = ("Blackwell",)

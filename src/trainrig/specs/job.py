@@ -23,7 +23,8 @@ from trainrig.specs.hardware import CPU, HostMemory, Link, Storage
 from trainrig.specs.model import ModelSpec
 from trainrig.specs.profile import HardwareProfile
 
-__all__ = ["TrainingSpec", "NetworkSpec", "HardwareSpec", "Job", "TrainPrecision", "Framework", "LORA_MODULES"]
+__all__ = ["TrainingSpec", "NetworkSpec", "HardwareSpec", "Job", "TrainPrecision", "Framework", "LORA_MODULES",
+           "resolve_attention_kernel", "resolve_fp8_recipe"]
 
 TrainPrecision = Literal["fp32", "fp16", "bf16", "fp8"]
 Framework = Literal["custom", "megatron", "nemo", "torchtitan", "deepspeed", "hf-trainer", "torchtune",
@@ -100,11 +101,36 @@ class TrainingSpec(FrozenSpec):
     """Activation recomputation: selective redoes attention internals, full redoes whole layers."""
     sequence_parallel: bool = False
     """Megatron sequence parallelism: norms and dropout split over the TP group too."""
+    tp_comm_overlap: bool = False
+    """Tensor-parallel all-gathers and reduce-scatters run in chunks beside the GEMMs that consume or
+    produce them, so only what outlasts a GEMM shows (Megatron-Core `--tp-comm-overlap` with
+    Transformer Engine userbuffers, NeMo `tp_comm_overlap`, torchtitan async TP). Both need
+    sequence parallelism; false = every TP collective on the critical path."""
+    cp_kind: Literal["ring", "all-gather", "ulysses"] = "ring"
+    """How context parallelism moves keys and values: `ring` passes K/V chunks around the CP group
+    while attention runs on the previous chunk (Ring Attention; Megatron-Core / Transformer Engine
+    `cp_comm_type: p2p`); `all-gather` gathers every K/V chunk once per layer, hidden only behind the local block
+    (PyTorch/torchtitan's default rotate method, Megatron `cp_comm_type: all_gather`); `ulysses`
+    re-shards q, k, v and the output by heads with four all-to-alls per layer, exposed
+    (DeepSpeed-Ulysses, Megatron `cp_comm_type: a2a`; needs the heads per TP rank divisible by cp)."""
     flash_attention: bool = True
     """Fused attention that never stores the s × s score matrix."""
     flash_attention_version: Literal[1, 2] = 2
     """Generation of that fused kernel: 2 = FlashAttention-2 or later (also PyTorch SDPA's flash
     backend); 1 = FlashAttention-1 and its Triton ports (e.g. llm-foundry's `attn_impl: triton`)."""
+    attention_kernel: Literal["eager", "sdpa", "fa1", "fa2", "fa3", "cudnn"] | None = None
+    """The attention kernel: `eager` (unfused, s × s scores in memory), `sdpa` (PyTorch's
+    scaled_dot_product_attention: its FlashAttention-2 backend on Ampere and newer, the
+    memory-efficient kernel on Volta/Turing), `fa1`, `fa2`, `fa3` (FlashAttention-3, Hopper only)
+    or `cudnn` (cuDNN fused attention, Transformer Engine's choice on Hopper; sm80+). Unset = from
+    `flash_attention` / `flash_attention_version` (false → eager, 1 → fa1), else cuDNN for
+    megatron and nemo on Hopper, else fa2; a default the GPU cannot run falls back with a warning."""
+    fp8_recipe: Literal["tensorwise", "delayed", "blockwise", "mxfp8"] | None = None
+    """fp8 scaling (precision fp8 only): `delayed` (per-tensor scales from an amax history, Transformer
+    Engine's DelayedScaling), `tensorwise` (current per-tensor scaling: an extra read for the amax;
+    torchao's default), `blockwise` (1×128 activation / 128×128 weight blocks, DeepSeek-V3, TE
+    Float8BlockScaling) or `mxfp8` (32-element blocks, Blackwell only). Unset = delayed (tensorwise
+    for torchtitan)."""
     fused_kernels: bool | None = None
     """Norms, activations and rotary embeddings run as fused kernels (Megatron/Apex, torch.compile,
     Liger); false = eager PyTorch, one kernel per elementwise op (e.g. torchtitan without compile);
@@ -141,6 +167,12 @@ class TrainingSpec(FrozenSpec):
     `fused` is one kernel over the 16-bit logits that writes their gradient in place (flash-attn's
     CrossEntropyLoss with inplace_backward, llm-foundry's default `fused_crossentropy`);
     `fused_linear` never materializes the logits (Liger, Unsloth)."""
+    loss_upcast: bool = True
+    """`loss: full` computes its log-softmax and gradients in fp32: torch.autocast runs cross-entropy
+    in fp32, and most model code calls `logits.float()` (Hugging Face Llama-family models). false =
+    in the 16-bit training precision, half the bytes per logit: a model cast to 16 bits with no
+    autocast (DeepSpeed's engine; accelerate turns native AMP off under DeepSpeed) whose code does
+    not upcast its logits (e.g. Qwen-1's modeling_qwen.py)."""
     activation_offload: bool = False
     """The activations saved for backward are copied to host memory on a side stream and brought back
     for backward (torchtune `enable_activation_offloading`)."""
@@ -168,6 +200,27 @@ class TrainingSpec(FrozenSpec):
     """Data-loader worker processes per GPU (PyTorch DataLoader num_workers)."""
     checkpoint_interval_steps: int | None = Field(default=None, gt=0, le=MAX_BATCH)
     """Steps between checkpoints; null = checkpoint writes not modelled."""
+
+    @model_validator(mode="after")
+    def _attention_aliases(self) -> TrainingSpec:
+        """`attention_kernel`, when given, sets the legacy `flash_attention*` fields to agree with it
+        (so a job written back out reads the same); given as well, they must agree already."""
+        kernel = self.attention_kernel
+        if kernel is None:
+            return self
+        fused, version = kernel != "eager", 1 if kernel == "fa1" else 2
+        given = self.model_fields_set
+        if "flash_attention" in given and self.flash_attention != fused:
+            raise TrainrigError("training.attention_kernel", f"{kernel} contradicts flash_attention:"
+                                                             f" {str(self.flash_attention).lower()}; give one of them.")
+        versioned = fused and kernel != "sdpa"
+        if "flash_attention_version" in given and versioned and self.flash_attention_version != version:
+            raise TrainrigError("training.attention_kernel", f"{kernel} contradicts flash_attention_version:"
+                                                             f" {self.flash_attention_version}; give one of them.")
+        object.__setattr__(self, "flash_attention", fused)
+        if kernel != "sdpa":
+            object.__setattr__(self, "flash_attention_version", version)
+        return self
 
     @property
     def dp_degree(self) -> int:
@@ -349,6 +402,7 @@ def _check_parallelism(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> N
     if t.seq_len % t.cp:
         raise TrainrigError("training.cp", f"{t.cp} does not divide seq_len {t.seq_len}.")
     _check_experts(model, t)
+    _check_overlap(model, t)
     if hw.n_gpus > hw.gpus_per_node and hw.n_gpus % hw.gpus_per_node:
         raise TrainrigError(
             "hardware.n_gpus",
@@ -361,6 +415,20 @@ def _check_parallelism(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> N
             "training.precision",
             f"{hw.gpu.id} has no {t.precision} support; valid: {', '.join(valid)}.",
         )
+    _check_kernels(hw, t)
+
+
+def _check_kernels(hw: HardwareSpec, t: TrainingSpec) -> None:
+    """An attention kernel or fp8 recipe the job names must be one the GPU runs."""
+    gpu, kernel = hw.gpu, t.attention_kernel
+    if kernel is not None and kernel not in gpu.attention_kernels:
+        raise TrainrigError("training.attention_kernel", f"{gpu.id} ({gpu.architecture}) cannot run {kernel};"
+                                                         f" valid: {', '.join(gpu.attention_kernels)}.")
+    if t.fp8_recipe is not None and t.precision != "fp8":
+        raise TrainrigError("training.fp8_recipe", f"applies to precision: fp8, not {t.precision}.")
+    if t.fp8_recipe is not None and t.fp8_recipe not in gpu.fp8_recipes:
+        raise TrainrigError("training.fp8_recipe", f"{gpu.id} ({gpu.architecture}) cannot run {t.fp8_recipe}"
+                                                   f" scaling; valid: {', '.join(gpu.fp8_recipes)}.")
 
 
 def _check_finetuning(t: TrainingSpec) -> None:
@@ -407,6 +475,17 @@ def _check_pipeline_split(model: ModelSpec, t: TrainingSpec) -> None:
                                                    f" to be a multiple of pp·vpp = {t.pp * t.vpp}.")
 
 
+def _check_overlap(model: ModelSpec, t: TrainingSpec) -> None:
+    """TP overlap and the CP kinds: what Megatron-Core, torchtitan and DeepSpeed accept."""
+    if t.tp_comm_overlap and t.tp > 1 and not t.sequence_parallel:
+        raise TrainrigError("training.tp_comm_overlap", "overlaps the all-gathers and reduce-scatters of sequence"
+                                                        " parallelism; set sequence_parallel: true or turn it off.")
+    if t.cp_kind == "ulysses" and t.cp > 1 and (model.n_heads // t.tp) % t.cp:
+        raise TrainrigError("training.cp_kind", f"ulysses splits the {model.n_heads // t.tp} attention heads per"
+                                                f" TP rank over cp = {t.cp}, which does not divide them; use ring"
+                                                " or all-gather.")
+
+
 def _check_experts(model: ModelSpec, t: TrainingSpec) -> None:
     if t.ep == 1:
         return
@@ -421,6 +500,40 @@ def _check_experts(model: ModelSpec, t: TrainingSpec) -> None:
         raise TrainrigError(
             "training.ep", f"{t.ep} must divide dp·cp = {t.dp_degree * t.cp} (experts are sharded across it)."
         )
+
+
+# Attention kernels and fp8 recipes a framework runs when the job names none. Transformer Engine's
+# DotProductAttention picks FusedAttention (cuDNN) over FlashAttention on sm90 (TE
+# attention/dot_product_attention/utils.py get_attention_backend), so Megatron-Core and NeMo run cuDNN
+# attention on Hopper; torchao's Float8Linear, which torchtitan converts its linears with, scales
+# per tensor from the current amax (Float8LinearConfig default: dynamic tensorwise).
+FRAMEWORK_ATTENTION_KERNEL = {("megatron", "Hopper"): "cudnn", ("nemo", "Hopper"): "cudnn"}
+FRAMEWORK_FP8_RECIPE = {"torchtitan": "tensorwise"}
+
+
+def resolve_attention_kernel(t: TrainingSpec, gpu: GPU) -> tuple[str, str]:
+    """(the kernel the job asks for or its default, the kernel modelled): they differ where a
+    default or a legacy `flash_attention*` setting names one the GPU cannot run, which falls back to
+    the best it runs (warned); `sdpa` is modelled as the backend PyTorch dispatches to."""
+    if t.attention_kernel is not None:
+        asked = t.attention_kernel
+    elif not t.flash_attention:
+        asked = "eager"
+    elif t.flash_attention_version == 1:
+        asked = "fa1"
+    else:  # version 2 = FlashAttention-2 or later: the framework's kernel where it picks a faster one
+        asked = FRAMEWORK_ATTENTION_KERNEL.get((t.framework, gpu.architecture), "fa2")
+    modelled = gpu.sdpa_backend() if asked == "sdpa" else asked
+    if modelled not in gpu.attention_kernels:
+        modelled = gpu.sdpa_backend()  # the FlashAttention class it runs, else unfused
+    return asked, modelled
+
+
+def resolve_fp8_recipe(t: TrainingSpec) -> str | None:
+    """The fp8 scaling recipe: as given, else the framework's default, else delayed; None off fp8."""
+    if t.precision != "fp8":
+        return None
+    return t.fp8_recipe or FRAMEWORK_FP8_RECIPE.get(t.framework, "delayed")
 
 
 def _round_up(value: int, multiple: int) -> int:

@@ -251,6 +251,10 @@ def _change_keys_section() -> list[str]:
         "`zero=3`, `training.zero=3`, `inter_node=eth-100g`, `hardware.inter_node=eth-100g`;",
         f"- a short name: {aliases}.",
         "",
+        "Several changes separated by commas are one change: `--what-if \"zero=3, recompute=full\"` is one variant "
+        "with both, the same as applying them in turn. A comma inside a value (`lora_targets=[q, v]`) does not start "
+        "a new change.",
+        "",
         f"Hardware fields: {', '.join(f'`{k}`' for k in sorted(HARDWARE_KEYS))}.",
         "",
     ]
