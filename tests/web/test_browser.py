@@ -359,7 +359,10 @@ def test_apply_on_a_suggested_fix_makes_a_job_that_does_not_fit_fit(server, brow
     assert page.locator("[data-testid=memory-bar] rect.overflow").count() == 1  # the part past the capacity
     page.locator("[data-testid=fit-micro-batch]").wait_for()
     fixes = page.locator("[data-testid=fix]")
-    assert fixes.count() >= 1
+    advice = not_fitting["fit_fixes"]
+    assert advice and fixes.count() >= len(advice)
+    for index, fix in enumerate(advice):  # the estimate's own fixes first, in its order
+        assert fixes.nth(index).inner_text().startswith(fix["what_if"])
     page.screenshot(path=artifacts / "does-not-fit.png", full_page=True)
 
     first = fixes.first.inner_text()

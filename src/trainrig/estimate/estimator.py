@@ -31,6 +31,7 @@ def estimate(
     speedups = {name: float(row["step_time_s"] / out.step_time_s[i + 1]) for i, name in enumerate(RESOURCES)}
     fits = bool(row["fits"])
     fit_message = None if fits else _fit_message(job, row, params) if advise_fit else _overflow_text(job, row)
+    fit_fixes = _fit_fixes(job, params) if not fits and advise_fit else []
     tokens = job.training.tokens
     total_s = tokens / row["tokens_per_s"] if tokens else None
     gpu_hours = total_s * job.hardware.n_gpus / 3600 if total_s is not None else None
@@ -39,6 +40,7 @@ def estimate(
     return Estimate(
         fits=fits,
         fit_message=fit_message,
+        fit_fixes=fit_fixes,
         memory_per_gpu_gib=row["memory_bytes"] / GIB,
         memory_capacity_gib=job.hardware.gpu.memory_gib,
         memory_allocated_gib=row["memory_allocated_bytes"] / GIB,
@@ -151,6 +153,12 @@ def _fit_message(job: Job, row: dict[str, Any], params: ModelParameters) -> str:
     change = smallest_fitting_change(job, params)
     return _overflow_text(job, row) + (f"; smallest change that fits: {change}" if change else
                                         "; no single change fits — use more GPUs or a GPU with more memory")
+
+
+def _fit_fixes(job: Job, params: ModelParameters) -> list[dict[str, Any]]:
+    from trainrig.estimate.fit_advice import fitting_changes
+
+    return fitting_changes(job, params)
 
 
 def _overflow_text(job: Job, row: dict[str, Any]) -> str:

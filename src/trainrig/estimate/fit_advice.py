@@ -10,7 +10,38 @@ from trainrig.estimate.memory import GIB, memory_fit
 from trainrig.estimate.params import ModelParameters
 from trainrig.specs import Job
 
-__all__ = ["smallest_fitting_change"]
+__all__ = ["smallest_fitting_change", "fitting_changes", "MAX_FIXES"]
+
+MAX_FIXES = 6
+"""How many of the changes that fit on their own an estimate lists (`fit_fixes`)."""
+
+
+def fitting_changes(job: Job, params: ModelParameters, limit: int = MAX_FIXES) -> list[dict]:
+    """Each change that makes the job fit on its own, from least to most costly in speed (the order of
+    `smallest_fitting_change`), at most `limit`; when none does, the one run of them applied together
+    that fits; empty when even that does not. Each is `{what_if, changes, memory_per_gpu_gib}`:
+    `what_if` in `--what-if` syntax (`zero=3, recompute=full`), `changes` as job-file training fields."""
+    fixes = []
+    for _, changes in _candidates(job):
+        memory = _fitting_memory_gib(job, changes, params)
+        if memory is not None:
+            fixes.append(_fix(job, changes, memory))
+            if len(fixes) == limit:
+                break
+    if fixes:
+        return fixes
+    combined = _combined(job, params)
+    return [] if combined is None else [_fix(job, combined[1], combined[2])]
+
+
+def _fix(job: Job, changes: dict, memory_gib: float) -> dict:
+    """A change as the page and `--what-if` apply it: `dp: auto` is implied by a new tp or pp, and an
+    unset quantization that stays unset is left out."""
+    shown = {k: v for k, v in changes.items()
+             if not (k == "dp" and v == "auto") and not (k == "quantization" and v is getattr(job.training, k))}
+    what_if = ", ".join(f"{k}={'null' if v is None else str(v).lower() if isinstance(v, bool) else v}"
+                        for k, v in shown.items())
+    return {"what_if": what_if, "changes": shown, "memory_per_gpu_gib": memory_gib}
 
 
 def smallest_fitting_change(job: Job, params: ModelParameters) -> str | None:
@@ -27,6 +58,14 @@ def smallest_fitting_change(job: Job, params: ModelParameters) -> str | None:
         memory = _fitting_memory_gib(job, changes, params)
         if memory is not None:
             return f"{label} ({memory:.1f} GiB)"
+    combined = _combined(job, params)
+    return None if combined is None else f"together: {' + '.join(combined[0])} ({combined[2]:.1f} GiB)"
+
+
+def _combined(job: Job, params: ModelParameters) -> tuple[list[str], dict, float] | None:
+    """The shortest run of the candidate changes, applied together in order, that fits: (labels,
+    changes, memory GiB); None if even all of them do not fit."""
+    candidates = list(_candidates(job))
     combined: dict = {}
     labels: list[str] = []
     for label, changes in candidates:  # accumulate: later steps of a kind supersede earlier ones
@@ -36,7 +75,7 @@ def smallest_fitting_change(job: Job, params: ModelParameters) -> str | None:
         combined, labels = trial, [*labels, label]
         memory = _fitting_memory_gib(job, combined, params)
         if memory is not None:
-            return f"together: {' + '.join(_dedupe(labels))} ({memory:.1f} GiB)"
+            return _dedupe(labels), combined, memory
     return None
 
 

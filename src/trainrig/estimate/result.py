@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["Estimate", "RESOURCES"]
 
@@ -29,6 +29,10 @@ class Estimate(BaseModel):
     """Whether memory_per_gpu_gib stays under memory_limit_gib (the capacity less the headroom)."""
     fit_message: str | None
     """Why it does not fit and the smallest change that would (null when it fits)."""
+    fit_fixes: list[dict[str, Any]] = Field(default_factory=list)
+    """When it does not fit: each change that makes it fit on its own, least costly in speed first (at
+    most six; or the one combination that fits when none does alone), as `{what_if: "recompute=full",
+    changes: {recompute: full}, memory_per_gpu_gib}`; empty when it fits."""
     memory_per_gpu_gib: float
     """Peak memory per GPU as the device holds it: the allocator's reserved pool at the peak, the
     CUDA context and NCCL buffers, GiB (nvidia-smi's view; the breakdown sums to it)."""

@@ -1,7 +1,7 @@
 // "Does not fit" made actionable: the changes that would make the job fit, each with an Apply button that
-// sets the form and re-runs. The changes are the estimate's own advice (the "smallest change that fits" of
-// its fit_message) and the answers of `trainrig fit` (the fewest GPUs of this type, the cheapest GPU type
-// that fits). Nothing here judges a fix: each is a field of the API's answer.
+// sets the form and re-runs. The changes are the estimate's own `fit_fixes` and the answers of `trainrig
+// fit` (the fewest GPUs of this type, the cheapest GPU type that fits). Nothing here judges a fix: each is a
+// field of the API's answer.
 
 const $ = (id) => document.getElementById(id);
 
@@ -11,26 +11,27 @@ const CONTROLS = {
   activation_offload: ["activation-offload"], offload: ["offload"], micro_batch: ["micro-batch"], tp: ["tp"],
   pp: ["pp"], method: ["method"],
 };
-const ADVICE = /smallest change that fits: (?:together: )?(.+?) \(([\d.,]+) GiB\)$/;
 
-// The estimate's advice as [{label, changes: {control id: value}}]; a change the form cannot make is shown
+// The estimate's own fixes (its `fit_fixes`: each change that fits on its own, least costly in speed
+// first) as [{label, changes: {control id: value}, source}]; a change the form cannot make is shown
 // without a button (changes null)
 export function adviceFixes(est) {
-  const match = !est.fits && est.fit_message ? est.fit_message.match(ADVICE) : null;
-  if (!match) return [];
-  const changes = {};
-  let settable = true;
-  for (const part of match[1].split(" + ")) {
-    const [key, value] = part.split(": ").map((text) => text.trim());
-    const control = CONTROLS[key];
-    if (!control || value === undefined) {
-      settable = false;
-      continue;
+  if (est.fits || !est.fit_fixes) return [];
+  return est.fit_fixes.map((fix, index) => {
+    const changes = {};
+    let settable = true;
+    for (const [key, value] of Object.entries(fix.changes)) {
+      const control = CONTROLS[key];
+      if (!control) {
+        settable = false;
+        continue;
+      }
+      changes[control[0]] = value === null ? "" : typeof value === "boolean" ? value : String(value);
+      if (key === "method") changes.quantization = "";  // the method's own default quantization
     }
-    changes[control[0]] = value === "true" ? true : value;
-    if (key === "method") changes.quantization = "";  // the method's own default quantization
-  }
-  return [{ label: `${match[1]} (${match[2]} GiB per GPU)`, changes: settable ? changes : null, source: "advice" }];
+    const label = `${fix.what_if} (${fix.memory_per_gpu_gib.toFixed(1)} GiB per GPU)`;
+    return { label, changes: settable ? changes : null, source: `advice-${index}` };
+  });
 }
 
 // What `trainrig fit` found that makes this job fit: a smaller micro-batch, more GPUs of this type, or the
