@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import shlex
 
+from playwright.sync_api import expect
+
 from .browser_support import LAPTOP, PHONE, cli, fits_the_screen, get, needs_chromium, open_page
 
 pytestmark = needs_chromium
@@ -121,8 +123,9 @@ def test_the_page_plans_like_the_cli_and_draws_the_time_cost_chart(server, brows
     with page.expect_response(_is_job_post) as back:
         page.go_back()
     assert back.value.json()["cached"] is True
-    page.wait_for_function("document.querySelector('[data-testid=plan-cli]').textContent"
-                           ".includes('--deadline-days 30')")
+    # expect() polls from Playwright's side: a wait_for_function string would be eval'd in the page, which
+    # the page's CSP (script-src 'self') refuses
+    expect(page.locator("[data-testid=plan-cli]")).to_contain_text("--deadline-days 30")
     page.wait_for_selector("body:not([data-plan-running])")
     assert page.url == first_url and page.input_value("#deadline") == "30"
 
@@ -151,12 +154,18 @@ def test_the_page_plans_like_the_cli_and_draws_the_time_cost_chart(server, brows
 LARGE = {"#tokens": "1e12", "#max-gpus": "16384", "#global-batch": "256-4096"}
 
 
-def test_a_plan_shows_its_progress_and_cancel_stops_it(server, browser, artifacts):
-    page, problems = open_page(browser, server, LAPTOP)
+def open_large_plan(browser, server, viewport):
+    """A page in plan mode with the large search filled in, not yet run."""
+    page, problems = open_page(browser, server, viewport)
     page.select_option("#model-preset", "llama3-8b")
     page.check("input[name=mode][value=plan]")
     for selector, value in LARGE.items():
         page.fill(selector, value)
+    return page, problems
+
+
+def test_a_plan_shows_its_progress_and_cancel_stops_it(server, browser, artifacts):
+    page, problems = open_large_plan(browser, server, LAPTOP)
     with page.expect_response(_is_job_post) as created:
         page.click("#run")
     job_id = created.value.json()["id"]
@@ -195,11 +204,7 @@ def test_a_plan_shows_its_progress_and_cancel_stops_it(server, browser, artifact
 
 
 def test_the_progress_and_cancel_fit_a_phone(server, browser, artifacts):
-    page, problems = open_page(browser, server, PHONE)
-    page.select_option("#model-preset", "llama3-8b")
-    page.check("input[name=mode][value=plan]")
-    for selector, value in LARGE.items():
-        page.fill(selector, value)
+    page, problems = open_large_plan(browser, server, PHONE)
     page.click("#run")
     page.wait_for_selector("[data-testid=plan-progress][data-status=running]")
     assert fits_the_screen(page)

@@ -30,10 +30,7 @@ async function start() {
     showError(error);
     return;
   }
-  const restored = form.fromUrl(location.search, addCustomOption);
-  state.customModel = restored.customModel;
-  state.selectedRank = restored.selectedRank;
-  planJob.readOptions(location.search);
+  const restored = formFromUrl();
   openSetDetails();
   onModeChange();
   describeModel();
@@ -295,13 +292,19 @@ function pageUrl() {
   return planJob.withOptions(form.toUrl(state.customModel, state.selectedRank));
 }
 
-// Back and Forward: the form as that entry's link holds it, and its result (a plan comes from the cache)
-async function restoreFromUrl() {
-  planJob.cancel();
+// The form, the chosen plan and the plan options as the address holds them
+function formFromUrl() {
   const restored = form.fromUrl(location.search, addCustomOption);
   state.customModel = restored.customModel;
   state.selectedRank = restored.selectedRank;
   planJob.readOptions(location.search);
+  return restored;
+}
+
+// Back and Forward: the form as that entry's link holds it, and its result (a plan comes from the cache)
+async function restoreFromUrl() {
+  planJob.cancel();
+  const restored = formFromUrl();
   onModeChange();
   describeModel();
   if (restored.hasJob) await state.live.runNow();
