@@ -25,8 +25,9 @@ def test_fewer_cores_never_speed_the_step(workers):
     assert steps[0] > steps[-1]  # and the core count matters at all
 
 
-# from one core per training process up; below that the processes themselves starve for CPU, which
-# the model does not slow (docs/model.md names it), so an in-process loader can come out ahead
+# from one core per training process up; below that the processes themselves share the cores
+# (test_a_launch_bound_job_slows_once_its_processes_outnumber_the_cores), so an in-process loader
+# can come out ahead
 @pytest.mark.parametrize("cores", [8, 12, 16, 64])
 def test_fewer_workers_never_speed_the_step_and_none_shows_all_loading(cores):
     steps = [_estimate(cores, workers).step_time_s for workers in (0, 1, 2, 4, 8)]
@@ -43,3 +44,29 @@ def test_a_loader_bound_job_names_the_cpu_and_doubling_it_helps():
 
 def test_pretokenized_data_loads_faster_than_text():
     assert _estimate(4, 2, "pretokenized").step_time_s < _estimate(4, 2, "text").step_time_s
+
+
+def _launch_bound(cores: int | None):
+    hardware = {"gpu": "H100-SXM5-80GB", "n_gpus": 8, **({"cpu_cores_per_node": cores} if cores else {})}
+    return estimate(make_job(model="gpt3-125m", hardware=hardware,
+                             training={"seq_len": 1024, "global_batch": 64, "micro_batch": 8}))
+
+
+def test_training_processes_that_outnumber_the_cores_share_them():
+    import numpy as np
+
+    from trainrig.estimate.core import _core_sharing
+    from trainrig.estimate.inputs import inputs_from_job
+    from trainrig.estimate.params import DEFAULT_PARAMETERS
+
+    x = inputs_from_job(make_job(hardware={"n_gpus": 8, "cpu_cores_per_node": 4}), DEFAULT_PARAMETERS)
+    one = np.array(1.0)
+    assert float(_core_sharing(x, one, one)) == 2.0  # launch-bound: 8 processes each want a core, 4 exist
+    assert float(_core_sharing(x, one, 4 * one)) == 1.0  # issuing a quarter of the time: 2 cores' demand
+    assert float(_core_sharing(x.with_values(cpu_cores_per_node=np.nan), one, one)) == 1.0  # unknown: not modelled
+
+
+def test_a_launch_bound_job_slows_once_its_processes_outnumber_the_cores():
+    overhead = {cores: _launch_bound(cores).step_breakdown_s["launch_overhead"] for cores in (None, 16, 8, 4, 2)}
+    assert overhead[None] == overhead[16] == overhead[8]  # a core per process: issue runs at full speed
+    assert overhead[8] < overhead[4] < overhead[2]

@@ -155,7 +155,7 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     # the pass outlasts the GPU's own time, by most when host and GPU need about as long: that
     # excess is launch overhead on the critical path.
     host_fwd, host_bwd = host_issue_s(x, p)
-    host = host_fwd + host_bwd
+    host = (host_fwd + host_bwd) * _core_sharing(x, host_fwd + host_bwd, gpu)
     launch_overhead = np.maximum(_overlapped_s(host, gpu, p.host_gpu_overlap_exponent) - gpu, 0.0)
     elapsed = compute + launch_overhead
     return {
@@ -213,6 +213,17 @@ def host_issue_s(x: Inputs, p: ModelParameters):
             + layers * forward_ops * p.eager_op_host_us * 1e-6 + fetch_fwd,
             (layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6
             + layers * backward_ops * p.eager_op_host_us * 1e-6 + fetch_bwd)
+
+
+def _core_sharing(x: Inputs, host, gpu):
+    """How much longer kernel issue takes when a node's training processes outnumber its cores: each
+    process keeps a core busy for its issuing share of the pass (all of it when launch-bound), and a
+    fair-share scheduler stretches every process's issue by demand / cores once the demand exceeds
+    the cores. 1 with enough cores or an unknown count."""
+    busy = np.minimum(1.0, np.divide(host, gpu, out=np.ones_like(gpu * 1.0), where=gpu > 0))
+    demand = x.gpus_per_node * busy
+    cores = x.cpu_cores_per_node
+    return np.where(np.isfinite(cores) & (demand > cores), demand / np.where(cores > 0, cores, 1.0), 1.0)
 
 
 def _zero3_fetch_s(x: Inputs):
