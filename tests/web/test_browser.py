@@ -104,6 +104,21 @@ def test_an_uploaded_config_json_is_estimated(server, browser):
     assert problems == []
 
 
+def test_a_hugging_face_model_id_gives_the_address_of_its_config_and_fetches_nothing(server, browser):
+    page, problems = open_page(browser, server, LAPTOP)
+    requests = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.click("#custom-model summary")
+    page.fill("#hf-id", "Qwen/Qwen2.5-7B")
+    link = page.locator("[data-testid=hf-config-link]")
+    expect(link).to_have_attribute("href", "https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json")
+    page.fill("#hf-id", "not an id")
+    expect(page.locator("[data-testid=hf-id-help]")).to_contain_text("owner, a slash, the name")
+    assert link.count() == 0
+    assert all(url.startswith(server) for url in requests)  # the page asked nothing of any other origin
+    assert problems == []
+
+
 def test_the_real_server_answers_bad_input_with_4xx_and_keeps_serving(server):
     api = f"{server}/api/estimate"
     bad = [

@@ -2,6 +2,7 @@
 // in step. All assets are served by `trainrig serve`; nothing is fetched from elsewhere.
 
 import { api } from "./api.js";
+import { bindHfId } from "./hf_id.js";
 import * as form from "./form.js";
 import * as f from "./format.js";
 import * as views from "./views.js";
@@ -93,6 +94,7 @@ function bindControls() {
   $("price").addEventListener("input", () => { delete $("price").dataset.auto; });
   $("config-use").addEventListener("click", useConfigText);
   $("config-file").addEventListener("change", readConfigFile);
+  bindHfId($("hf-id"), $("hf-id-help"));
   $("download").addEventListener("click", downloadJob);
   $("copy-link").addEventListener("click", copyLink);
   $("gpu-types").addEventListener("change", countGpuTypes);
