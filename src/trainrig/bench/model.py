@@ -113,12 +113,19 @@ def quantize_base(torch: Any, model: Any, training: TrainingSpec, plan: Precisio
 
     double = NF4_BASES[training.base_quantization]
     compute = getattr(torch, plan.autocast_dtype or plan.frozen_dtype)
+    _replace_block_linears(model, lambda linear: _nf4_linear(torch, bitsandbytes, linear, compute, double, device))
+    return model
+
+
+def _replace_block_linears(model: Any, make: Any) -> None:
+    """Replace every plain `nn.Linear` inside the blocks (a LoRA linear's base included) by `make(linear)`;
+    the embedding and the LM head, outside the blocks, stay as they are. The type's name is matched, not
+    isinstance: a replacement may itself subclass `nn.Linear` (bitsandbytes' Linear4bit does)."""
     for block in model.blocks:
-        for parent in [m for m in block.modules() if any(type(c).__name__ == "Linear" for c in m.children())]:
+        for parent in list(block.modules()):
             for name, child in list(parent.named_children()):
                 if type(child).__name__ == "Linear":
-                    setattr(parent, name, _nf4_linear(torch, bitsandbytes, child, compute, double, device))
-    return model
+                    setattr(parent, name, make(child))
 
 
 def _nf4_linear(torch: Any, bitsandbytes: Any, linear: Any, compute: Any, double: bool, device: str) -> Any:
@@ -166,11 +173,7 @@ def build_model(torch: Any, spec: ModelSpec, training: TrainingSpec, n_layers: i
 def _use_fp8_linears(L: Any, model: Any) -> None:
     """Every linear of the blocks in fp8; the embedding and the LM head stay in 16 bits, as Transformer
     Engine and torchao leave them by default (the head's logits are sensitive to rounding)."""
-    for block in model.blocks:
-        for parent in (block.attn, block.mlp):
-            for name, child in list(parent.named_children()):
-                if type(child).__name__ == "Linear":
-                    setattr(parent, name, L.Fp8Linear(child))
+    _replace_block_linears(model, L.Fp8Linear)
 
 
 def _init_weights(torch: Any, model: Any) -> None:

@@ -220,10 +220,15 @@ def _core_sharing(x: Inputs, host, gpu):
     process keeps a core busy for its issuing share of the pass (all of it when launch-bound), and a
     fair-share scheduler stretches every process's issue by demand / cores once the demand exceeds
     the cores. 1 with enough cores or an unknown count."""
-    busy = np.minimum(1.0, np.divide(host, gpu, out=np.ones_like(gpu * 1.0), where=gpu > 0))
-    demand = x.gpus_per_node * busy
+    demand = x.gpus_per_node * _issuing_share(host, gpu)
     cores = x.cpu_cores_per_node
     return np.where(np.isfinite(cores) & (demand > cores), demand / np.where(cores > 0, cores, 1.0), 1.0)
+
+
+def _issuing_share(host, gpu):
+    """Share of its time a training process keeps a core busy issuing kernels: host / GPU time, all of
+    it when launch-bound (or the GPU does no work)."""
+    return np.minimum(1.0, np.divide(host, gpu, out=np.ones_like(gpu * 1.0), where=gpu > 0))
 
 
 def _zero3_fetch_s(x: Inputs):
@@ -698,7 +703,7 @@ def _loader_cores(x: Inputs, gpu_busy, host_issue_s):
     Fewer cores or fewer workers never load faster. Sizing rule: gpus × (workers + 1) cores and a
     few for the system (ml-engineering, compute/cpu)."""
     workers = x.loader_workers_per_gpu * x.gpus_per_node
-    busy = np.minimum(1.0, np.divide(host_issue_s, gpu_busy, out=np.ones_like(gpu_busy * 1.0), where=gpu_busy > 0))
+    busy = _issuing_share(host_issue_s, gpu_busy)
     left = x.cpu_cores_per_node - x.gpus_per_node * busy
     # with fewer cores than busy processes, the scheduler time-slices: workers get their fair share
     fair_share = x.cpu_cores_per_node * workers / (x.gpus_per_node * busy + workers)

@@ -30,8 +30,12 @@ def estimate(
     row = _row(out, 0)
     speedups = {name: float(row["step_time_s"] / out.step_time_s[i + 1]) for i, name in enumerate(RESOURCES)}
     fits = bool(row["fits"])
-    fit_message = None if fits else _fit_message(job, row, params) if advise_fit else _overflow_text(job, row)
-    fit_fixes = _fit_fixes(job, params) if not fits and advise_fit else []
+    if fits:
+        fit_message, fit_fixes = None, []
+    elif advise_fit:
+        fit_message, fit_fixes = _fit_message(job, row, params)
+    else:
+        fit_message, fit_fixes = _overflow_text(job, row), []
     tokens = job.training.tokens
     total_s = tokens / row["tokens_per_s"] if tokens else None
     gpu_hours = total_s * job.hardware.n_gpus / 3600 if total_s is not None else None
@@ -147,18 +151,13 @@ def _bottleneck(row: dict[str, Any], speedups: dict[str, float], job: Job) -> tu
     return resource, f"{RESOURCES[resource]} binds: {detail}; 2× faster would speed the step {gain:.2f}×"
 
 
-def _fit_message(job: Job, row: dict[str, Any], params: ModelParameters) -> str:
-    from trainrig.estimate.fit_advice import smallest_fitting_change
+def _fit_message(job: Job, row: dict[str, Any], params: ModelParameters) -> tuple[str, list[dict[str, Any]]]:
+    """Why it does not fit with the smallest change that would, and every fix (`fit_fixes`)."""
+    from trainrig.estimate.fit_advice import fit_advice
 
-    change = smallest_fitting_change(job, params)
+    change, fixes = fit_advice(job, params)
     return _overflow_text(job, row) + (f"; smallest change that fits: {change}" if change else
-                                        "; no single change fits — use more GPUs or a GPU with more memory")
-
-
-def _fit_fixes(job: Job, params: ModelParameters) -> list[dict[str, Any]]:
-    from trainrig.estimate.fit_advice import fitting_changes
-
-    return fitting_changes(job, params)
+                                        "; no single change fits — use more GPUs or a GPU with more memory"), fixes
 
 
 def _overflow_text(job: Job, row: dict[str, Any]) -> str:

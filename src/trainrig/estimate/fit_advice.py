@@ -10,38 +10,22 @@ from trainrig.estimate.memory import GIB, memory_fit
 from trainrig.estimate.params import ModelParameters
 from trainrig.specs import Job
 
-__all__ = ["smallest_fitting_change", "fitting_changes", "MAX_FIXES"]
+__all__ = ["smallest_fitting_change", "fit_advice", "MAX_FIXES"]
 
 MAX_FIXES = 6
 """How many of the changes that fit on their own an estimate lists (`fit_fixes`)."""
 
 
-def fitting_changes(job: Job, params: ModelParameters, limit: int = MAX_FIXES) -> list[dict]:
-    """Each change that makes the job fit on its own, from least to most costly in speed (the order of
-    `smallest_fitting_change`), at most `limit`; when none does, the one run of them applied together
-    that fits; empty when even that does not. Each is `{what_if, changes, memory_per_gpu_gib}`:
-    `what_if` in `--what-if` syntax (`zero=3, recompute=full`), `changes` as job-file training fields."""
-    fixes = []
-    for _, changes in _candidates(job):
-        memory = _fitting_memory_gib(job, changes, params)
-        if memory is not None:
-            fixes.append(_fix(job, changes, memory))
-            if len(fixes) == limit:
-                break
-    if fixes:
-        return fixes
-    combined = _combined(job, params)
-    return [] if combined is None else [_fix(job, combined[1], combined[2])]
+def fit_advice(job: Job, params: ModelParameters, limit: int = MAX_FIXES) -> tuple[str | None, list[dict]]:
+    """(`smallest_fitting_change`, the estimate's `fit_fixes`) from one pass over the candidate changes.
 
-
-def _fix(job: Job, changes: dict, memory_gib: float) -> dict:
-    """A change as the page and `--what-if` apply it: `dp: auto` is implied by a new tp or pp, and an
-    unset quantization that stays unset is left out."""
-    shown = {k: v for k, v in changes.items()
-             if not (k == "dp" and v == "auto") and not (k == "quantization" and v is getattr(job.training, k))}
-    what_if = ", ".join(f"{k}={'null' if v is None else str(v).lower() if isinstance(v, bool) else v}"
-                        for k, v in shown.items())
-    return {"what_if": what_if, "changes": shown, "memory_per_gpu_gib": memory_gib}
+    The fixes are each change that makes the job fit on its own, least to most costly in speed, at
+    most `limit`; when none does, the one run of them applied together that fits; empty when even
+    that does not. Each is `{what_if, changes, memory_per_gpu_gib}`: `what_if` in `--what-if` syntax
+    (`zero=3, recompute=full`), `changes` as job-file training fields."""
+    found = _fitting(job, params, limit)
+    smallest = f"{found[0][0]} ({found[0][2]:.1f} GiB)" if found else None
+    return smallest, [_fix(job, changes, memory) for _, changes, memory in found]
 
 
 def smallest_fitting_change(job: Job, params: ModelParameters) -> str | None:
@@ -53,13 +37,33 @@ def smallest_fitting_change(job: Job, params: ModelParameters) -> str | None:
     tensor or pipeline parallelism inside the same GPUs, then LoRA over the frozen base and QLoRA
     (a different training method, so last).
     """
-    candidates = list(_candidates(job))
-    for label, changes in candidates:
+    return fit_advice(job, params, limit=1)[0]
+
+
+def _fitting(job: Job, params: ModelParameters, limit: int) -> list[tuple[str, dict, float]]:
+    """(label, changes, memory GiB) of each candidate that fits alone, at most `limit`; else the one
+    combination that fits (labelled `together: a + b`); else nothing."""
+    found = []
+    for label, changes in _candidates(job):
         memory = _fitting_memory_gib(job, changes, params)
         if memory is not None:
-            return f"{label} ({memory:.1f} GiB)"
+            found.append((label, changes, memory))
+            if len(found) == limit:
+                break
+    if found:
+        return found
     combined = _combined(job, params)
-    return None if combined is None else f"together: {' + '.join(combined[0])} ({combined[2]:.1f} GiB)"
+    return [] if combined is None else [(f"together: {' + '.join(combined[0])}", combined[1], combined[2])]
+
+
+def _fix(job: Job, changes: dict, memory_gib: float) -> dict:
+    """A change as the page and `--what-if` apply it: `dp: auto` is implied by a new tp or pp, and an
+    unset quantization that stays unset is left out."""
+    shown = {k: v for k, v in changes.items()
+             if not (k == "dp" and v == "auto") and not (k == "quantization" and v is getattr(job.training, k))}
+    what_if = ", ".join(f"{k}={'null' if v is None else str(v).lower() if isinstance(v, bool) else v}"
+                        for k, v in shown.items())
+    return {"what_if": what_if, "changes": shown, "memory_per_gpu_gib": memory_gib}
 
 
 def _combined(job: Job, params: ModelParameters) -> tuple[list[str], dict, float] | None:
