@@ -19,7 +19,7 @@ arguments may be numpy arrays.
 
 from __future__ import annotations
 
-import numpy as np
+from trainrig.estimate import ops
 
 __all__ = ["ring_steps", "ring_latency_s", "allreduce_time_s", "reduce_scatter_time_s", "all_gather_time_s",
            "all_to_all_time_s", "p2p_time_s", "GroupLinks"]
@@ -30,12 +30,12 @@ class GroupLinks:
 
     def __init__(self, size, stride, x, p):
         self.size = size
-        per_node = np.clip(np.floor(x.gpus_per_node / stride), 1.0, None)
+        per_node = ops.maximum(ops.floor(x.gpus_per_node / stride), 1.0)
         # a group can never span more nodes than the job has (a strided group on one node)
-        self.nodes = np.minimum(np.ceil(size / np.minimum(size, per_node)), x.n_nodes)
+        self.nodes = ops.minimum(ops.ceil(size / ops.minimum(size, per_node)), x.n_nodes)
         self.ranks_per_node = size / self.nodes
         # past the scale-up domain (bridged pairs), ring traffic crosses PCIe between domains
-        self.intra_gbs = np.where(self.ranks_per_node <= x.scale_up_domain, x.intra_bandwidth_gbs, x.pcie_peer_gbs)
+        self.intra_gbs = ops.where(self.ranks_per_node <= x.scale_up_domain, x.intra_bandwidth_gbs, x.pcie_peer_gbs)
         self.intra_latency_s = x.intra_latency_us * 1e-6
         # every GPU of a node communicates at once (parallel groups), sharing the node's ports
         self.inter_gbs_per_gpu = x.inter_node_bandwidth_gbs / x.gpus_per_node
@@ -45,11 +45,11 @@ class GroupLinks:
 
 
 def ring_steps(n):
-    return np.maximum(n - 1, 0.0)
+    return ops.maximum(n - 1, 0.0)
 
 
 def _tree_hops(n):
-    return 2 * np.ceil(np.log2(np.maximum(n, 1.0)))
+    return 2 * ops.ceil(ops.log2(ops.maximum(n, 1.0)))
 
 
 def _allreduce_bandwidth_s(nbytes, g: GroupLinks):
@@ -59,7 +59,7 @@ def _allreduce_bandwidth_s(nbytes, g: GroupLinks):
     k, nodes = g.ranks_per_node, g.nodes
     intra = 2 * ring_steps(k) / k * nbytes / (g.intra_gbs * 1e9)
     inter = 2 * ring_steps(nodes) / nodes * (nbytes / k) / (g.inter_gbs_per_gpu * 1e9)
-    return intra + np.where(g.spans_nodes, inter, 0.0)
+    return intra + ops.where(g.spans_nodes, inter, 0.0)
 
 
 # NCCL's protocols for ring collectives (src/graph/tuning.cc): (intra-node hop latency, network hop
@@ -72,15 +72,15 @@ RING_PROTOCOLS = ((1.0, 1.0, 1.0), (1.9 / 3.4, 4.0 / 9.6, 0.92), (0.47 * 1.8 / 3
 def _ring_s(bandwidth_s, g: GroupLinks, passes: float = 1.0):
     """A ring collective whose traffic takes `bandwidth_s` at Simple's rate, at the fastest protocol."""
     intra = passes * (g.size - g.nodes) * g.intra_latency_s
-    inter = passes * np.where(g.spans_nodes, ring_steps(g.nodes) * g.inter_latency_s, 0.0)
+    inter = passes * ops.where(g.spans_nodes, ring_steps(g.nodes) * g.inter_latency_s, 0.0)
     times = [bandwidth_s / bw + intra * a + inter * b for a, b, bw in RING_PROTOCOLS]
-    return np.minimum(np.minimum(times[0], times[1]), times[2])
+    return ops.minimum(ops.minimum(times[0], times[1]), times[2])
 
 
 def ring_latency_s(g: GroupLinks, passes: float = 1.0):
     """Hop latencies of `passes` trips around a ring (1: all-gather or reduce-scatter, 2: all-reduce):
     n−N steps inside nodes and N−1 across the network each trip (NCCL tuning.cc `nInterSteps`)."""
-    inter = np.where(g.spans_nodes, ring_steps(g.nodes) * g.inter_latency_s, 0.0)
+    inter = ops.where(g.spans_nodes, ring_steps(g.nodes) * g.inter_latency_s, 0.0)
     return passes * ((g.size - g.nodes) * g.intra_latency_s + inter)
 
 
@@ -89,15 +89,16 @@ def allreduce_time_s(nbytes, g: GroupLinks):
     its ring (2(n−1) hops), both at the bandwidth of the hierarchical traffic."""
     k = g.ranks_per_node
     bandwidth = _allreduce_bandwidth_s(nbytes, g)
-    tree = 2 * ring_steps(k) * g.intra_latency_s + np.where(g.spans_nodes, _tree_hops(g.nodes) * g.inter_latency_s, 0.0)
-    best = np.minimum(bandwidth + tree, _ring_s(bandwidth, g, 2.0))
-    return np.where(g.size > 1, best + g.overhead_s, 0.0)
+    tree = (2 * ring_steps(k) * g.intra_latency_s
+            + ops.where(g.spans_nodes, _tree_hops(g.nodes) * g.inter_latency_s, 0.0))
+    best = ops.minimum(bandwidth + tree, _ring_s(bandwidth, g, 2.0))
+    return ops.where(g.size > 1, best + g.overhead_s, 0.0)
 
 
 def reduce_scatter_time_s(nbytes, g: GroupLinks):
     """Reduce-scatter of S bytes (each rank ends with S/n): half an all-reduce's traffic, one trip
     around NCCL's ring (its only algorithm for reduce-scatter across nodes)."""
-    return np.where(g.size > 1, _ring_s(_allreduce_bandwidth_s(nbytes, g) / 2, g) + g.overhead_s, 0.0)
+    return ops.where(g.size > 1, _ring_s(_allreduce_bandwidth_s(nbytes, g) / 2, g) + g.overhead_s, 0.0)
 
 
 def all_gather_time_s(nbytes, g: GroupLinks):
@@ -111,12 +112,12 @@ def all_to_all_time_s(nbytes, g: GroupLinks):
     n, k = g.size, g.ranks_per_node
     local = (k - 1) / n * nbytes / (g.intra_gbs * 1e9)
     remote = (n - k) / n * nbytes / (g.inter_gbs_per_gpu * 1e9)
-    remote = np.where(g.spans_nodes, remote + g.inter_latency_s * ring_steps(g.nodes), 0.0)
-    return np.where(n > 1, np.maximum(local, remote) + ring_steps(k) * g.intra_latency_s + g.overhead_s, 0.0)
+    remote = ops.where(g.spans_nodes, remote + g.inter_latency_s * ring_steps(g.nodes), 0.0)
+    return ops.where(n > 1, ops.maximum(local, remote) + ring_steps(k) * g.intra_latency_s + g.overhead_s, 0.0)
 
 
 def p2p_time_s(nbytes, across_nodes, x, p):
     """One point-to-point send between pipeline neighbours."""
     inter = nbytes / (x.inter_node_bandwidth_gbs / x.gpus_per_node * 1e9) + x.inter_latency_us * 1e-6
     intra = nbytes / (x.intra_bandwidth_gbs * 1e9) + x.intra_latency_us * 1e-6
-    return np.where(across_nodes, inter, intra) + p.collective_overhead_us * 1e-6
+    return ops.where(across_nodes, inter, intra) + p.collective_overhead_us * 1e-6

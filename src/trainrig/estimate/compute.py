@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from trainrig.estimate import ops
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
 
@@ -80,21 +81,33 @@ class GemmBatch:
         return gemms
 
     def run(self, x: Inputs, p: ModelParameters) -> list:
-        shapes = {v.shape for shape in self._shapes for v in shape if isinstance(v, np.ndarray)}
-        common = np.broadcast_shapes(*shapes, np.shape(x.gemm_peak_tflops))
-        stacked = np.empty((4, len(self._shapes), *common))
-        for g, shape in enumerate(self._shapes):
-            for i in range(4):
-                stacked[i, g] = shape[i]  # assignment broadcasts scalars and arrays alike
+        """Each GEMM's time, in the order added: a float or an array over configurations."""
+        stacked, trailing = self._stacked(x)
         peak = efficiency = None
-        if self._head and not (np.all(x.head_gemm_peak_tflops == x.gemm_peak_tflops)
-                               and np.all(x.head_matmul_efficiency == x.matmul_efficiency)):
-            head = np.zeros((len(self._shapes),) + (1,) * len(common), dtype=bool)
+        if self._head and not (ops.all(x.head_gemm_peak_tflops == x.gemm_peak_tflops)
+                               and ops.all(x.head_matmul_efficiency == x.matmul_efficiency)):
+            head = np.zeros((len(self._shapes),) + (1,) * trailing, dtype=bool)
             head[self._head] = True
             peak = np.where(head, x.head_gemm_peak_tflops, x.gemm_peak_tflops)
             efficiency = np.where(head, x.head_matmul_efficiency, x.matmul_efficiency)
         return list(gemm_time_s(stacked[0], stacked[1], stacked[2], x, p, batch=stacked[3], peak=peak,
                                 efficiency=efficiency))
+
+    def _stacked(self, x: Inputs) -> tuple[np.ndarray, int]:
+        """(m, n, k, batch) of every GEMM along a new axis 1, and the number of trailing axes the
+        configurations take (broadcast against the GEMM's per-configuration rates)."""
+        rate_shape = np.shape(x.gemm_peak_tflops)
+        if not any(type(v) is np.ndarray for shape in self._shapes for v in shape):
+            # one configuration's shapes (the estimate path): one conversion, broadcast later
+            stacked = np.array(self._shapes, dtype=float).T
+            return stacked.reshape(stacked.shape + (1,) * len(rate_shape)), len(rate_shape)
+        shapes = {v.shape for shape in self._shapes for v in shape if isinstance(v, np.ndarray)}
+        common = np.broadcast_shapes(*shapes, rate_shape)
+        stacked = np.empty((4, len(self._shapes), *common))
+        for g, shape in enumerate(self._shapes):
+            for i in range(4):
+                stacked[i, g] = shape[i]  # assignment broadcasts scalars and arrays alike
+        return stacked, len(common)
 
 
 def linear_time_s(tokens, fan_in, fan_out, x: Inputs, p: ModelParameters, weight_grads=True):
@@ -102,21 +115,21 @@ def linear_time_s(tokens, fan_in, fan_out, x: Inputs, p: ModelParameters, weight
     batch = GemmBatch()
     forward, input_grad, weight_grad = batch.linear(tokens, fan_in, fan_out)
     t = batch.run(x, p)
-    return t[forward], t[input_grad] + np.where(weight_grads, t[weight_grad], 0.0)
+    return t[forward], t[input_grad] + ops.where(weight_grads, t[weight_grad], 0.0)
 
 
 def flash_forward_flops(tokens_q, heads, x: Inputs):
     """FLOPs a flash-attention forward executes: QKᵀ and attention·V over the keys each query
     sees, with fully masked blocks skipped (causal ≈ half; a sliding window sees the window)."""
-    keys = np.minimum(x.seq_len, x.context_len_cap)
-    causal_keys = np.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
+    keys = ops.minimum(x.seq_len, x.context_len_cap)
+    causal_keys = ops.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
     return 4 * tokens_q * causal_keys * heads * x.head_dim
 
 
 def eager_elementwise_scale(x: Inputs, p: ModelParameters):
     """Kernels and bytes of the elementwise work relative to fused kernels: 1, or
     `eager_elementwise_factor` where it runs as eager PyTorch ops."""
-    return np.where(x.fused_kernels > 0, 1.0, p.eager_elementwise_factor)
+    return ops.where(x.fused_kernels > 0, 1.0, p.eager_elementwise_factor)
 
 
 def attention_key_ramp(x: Inputs, p: ModelParameters):
@@ -125,9 +138,9 @@ def attention_key_ramp(x: Inputs, p: ModelParameters):
     per-block fixed work (loading Q, writing O and the log-sum-exp, the masked diagonal block) over
     the key blocks it streams (`attention_key_overhead`). Causal queries see (s+1)/2 keys on average;
     a context-parallel ring calls the kernel once per K/V chunk of s/cp keys (Ulysses: whole sequence)."""
-    keys = np.minimum(x.seq_len, x.context_len_cap)
-    seen = np.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
-    seen = np.where((x.cp > 1) & (x.cp_kind != 2), np.minimum(seen, keys / x.cp), seen)
+    keys = ops.minimum(x.seq_len, x.context_len_cap)
+    seen = ops.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
+    seen = ops.where((x.cp > 1) & (x.cp_kind != 2), ops.minimum(seen, keys / x.cp), seen)
     overhead = p.attention_key_overhead
     return (seen / (seen + overhead)) / (ATTENTION_REFERENCE_KEYS / (ATTENTION_REFERENCE_KEYS + overhead))
 
@@ -151,27 +164,27 @@ def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
     GEMM depth. Without it, QKᵀ and attention·V are batched GEMMs over full s×s scores (the
     softmax and its masks are memory-bound work, counted in `elementwise_bytes_per_token`).
     """
-    keys = np.minimum(x.seq_len, x.context_len_cap)
+    keys = ops.minimum(x.seq_len, x.context_len_cap)
     batch_heads = x.micro_batch * heads
     # flash: one block of 128 queries per unit at a time
-    blocks = batch_heads * np.ceil(tokens_q / x.micro_batch / 128)
-    waves = np.ceil(blocks / x.compute_units)
+    blocks = batch_heads * ops.ceil(tokens_q / x.micro_batch / 128)
+    waves = ops.ceil(blocks / x.compute_units)
     occupancy = blocks / (waves * x.compute_units)
     # the GPU's measurement is for head dim 128; QKᵀ's reduction depth is the head dim, which the
     # kernels instantiate in steps of 32 (flash-attn csrc: hdim 32, 64, 96 … 256; a head of 80
     # computes 96), and a narrower head does the per-block softmax work over fewer FLOPs:
     # K/(K + attention_head_dim_overhead) relative to 128's
-    padded = np.ceil(x.head_dim / 32) * 32
+    padded = ops.ceil(x.head_dim / 32) * 32
     k0 = p.attention_head_dim_overhead
     depth = (x.head_dim / padded) * (padded / (padded + k0)) / (128 / (128 + k0))
-    kernel = np.where(x.flash_attention_version < 2, p.flash1_relative_speed, depth)
+    kernel = ops.where(x.flash_attention_version < 2, p.flash1_relative_speed, depth)
     ramp = attention_key_ramp(x, p) if p.attention_key_overhead > 0 else 1.0
     rate = x.attention_peak_tflops * 1e12 * x.attention_efficiency * occupancy * kernel * ramp
     flops = flash_forward_flops(tokens_q, heads, x)
     flash_forward = flops / (rate * x.attention_fwd_speed)
     flash_backward = 2.5 * flops / (rate * x.attention_bwd_speed)
     flash = x.flash_attention > 0
-    if np.all(flash):  # the unfused GEMMs below would be computed only to be discarded
+    if ops.all(flash):  # the unfused GEMMs below would be computed only to be discarded
         return flash_forward, flash_backward
     # unfused: two batched GEMMs forward, four backward
     queries = tokens_q / x.micro_batch
@@ -179,7 +192,7 @@ def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
     values = gemm_time_s(queries, x.head_dim, keys, x, p, batch=batch_heads, peak=x.attention_peak_tflops)
     unfused_forward = scores + values
     unfused_backward = 2 * unfused_forward
-    return np.where(flash, flash_forward, unfused_forward), np.where(flash, flash_backward, unfused_backward)
+    return ops.where(flash, flash_forward, unfused_forward), ops.where(flash, flash_backward, unfused_backward)
 
 
 # Bytes per score element of an eager fp32 softmax: upcast (read 2, write 4), scale (4, 4), causal
@@ -196,8 +209,8 @@ FUSED_SOFTMAX_BATCH = 4
 def eager_softmax(x: Inputs):
     """1 where the unfused attention's softmax runs as eager PyTorch ops, else 0."""
     score_matrices = x.micro_batch * x.n_heads / x.tp
-    unfusable = np.mod(score_matrices, FUSED_SOFTMAX_BATCH) != 0
-    return np.where((x.flash_attention == 0) & ((x.fused_kernels == 0) | unfusable), 1.0, 0.0)
+    unfusable = score_matrices % FUSED_SOFTMAX_BATCH != 0
+    return ops.where((x.flash_attention == 0) & ((x.fused_kernels == 0) | unfusable), 1.0, 0.0)
 
 
 def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
@@ -209,16 +222,16 @@ def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
     an eager fp32 softmax moves EAGER_SOFTMAX_BYTES_PER_SCORE instead).
     """
     e = x.activation_bytes
-    replicated_div = np.where(x.sequence_parallel_active > 0, x.tp, 1.0)
+    replicated_div = ops.where(x.sequence_parallel_active > 0, x.tp, 1.0)
     norms_and_residuals = 10 * x.hidden / replicated_div
     rotary = 2 * (x.n_heads + x.kv_heads) * x.head_dim * x.rope / x.tp
     dense_act = x.mlp_matrices * x.ffn_hidden / x.tp
     moe_act = x.mlp_matrices * (x.top_k * x.expert_ffn_hidden + x.n_shared_experts * x.shared_ffn_hidden) / x.tp
     moe_permute = 4 * x.top_k * x.hidden
     dense_layers = x.n_layers - x.n_moe_layers
-    keys = np.minimum(x.seq_len, x.context_len_cap)
+    keys = ops.minimum(x.seq_len, x.context_len_cap)
     scores = (1 - x.flash_attention) * x.n_heads / x.tp * keys
-    softmax_bytes = scores * np.where(eager_softmax(x) > 0, EAGER_SOFTMAX_BYTES_PER_SCORE, 2 * e)
+    softmax_bytes = scores * ops.where(eager_softmax(x) > 0, EAGER_SOFTMAX_BYTES_PER_SCORE, 2 * e)
     attention_dropout = scores * 3 * x.dropout  # mask and output
     eager = eager_elementwise_scale(x, p)
     per_layer = eager * (norms_and_residuals + rotary) + attention_dropout
@@ -235,7 +248,7 @@ def adapter_bytes_per_token(x: Inputs):
     its input again for A (after dropout, which reads it and writes a copy and a 1-byte mask), writes
     B's output, and adds it to the base output (read both, write the sum); A's rank-wide output is
     negligible. PEFT applies each adapter, and its dropout, separately."""
-    if not np.any(x.method > 0):
+    if not ops.any(x.method > 0):
         return 0.0
     e = x.activation_bytes
     q_width, kv_width = x.n_heads * x.head_dim / x.tp, x.kv_heads * x.head_dim / x.tp
@@ -245,4 +258,4 @@ def adapter_bytes_per_token(x: Inputs):
     fan_out = (q_width * x.lora_q + kv_width * (x.lora_k + x.lora_v) + x.hidden * (x.lora_o + x.lora_down)
                + x.ffn_hidden / x.tp * first)
     per_token = fan_in * (e + x.lora_dropout * (2 * e + 1)) + 4 * e * fan_out
-    return np.where(x.method > 0, per_token, 0.0)
+    return ops.where(x.method > 0, per_token, 0.0)

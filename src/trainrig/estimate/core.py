@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from trainrig.estimate import collectives as comm
+from trainrig.estimate import ops
 from trainrig.estimate.compute import (
     GemmBatch,
     attention_time_s,
@@ -80,7 +81,7 @@ def evaluate(x: Inputs, p: ModelParameters, with_memory: bool = True) -> Outputs
 def _evaluate(x: Inputs, p: ModelParameters, with_memory: bool) -> Outputs:
     memory_x = x
     # time runs at the padded length of a micro-batch; memory peaks at the longest sample (seq_len)
-    if np.any(x.compute_seq_len != x.seq_len):
+    if ops.any(x.compute_seq_len != x.seq_len):
         x = x.with_values(seq_len=x.compute_seq_len)
     micro = _micro_batch(x, p)
     m = x.micro_batches
@@ -156,7 +157,7 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     # excess is launch overhead on the critical path.
     host_fwd, host_bwd = host_issue_s(x, p)
     host = (host_fwd + host_bwd) * _core_sharing(x, host_fwd + host_bwd, gpu)
-    launch_overhead = np.maximum(_overlapped_s(host, gpu, p.host_gpu_overlap_exponent) - gpu, 0.0)
+    launch_overhead = ops.maximum(_overlapped_s(host, gpu, p.host_gpu_overlap_exponent) - gpu, 0.0)
     elapsed = compute + launch_overhead
     return {
         "compute": compute,
@@ -169,7 +170,7 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
         "tp_comm": tp,
         "cp_comm": cp,
         "ep_comm": ep,
-        "launch_bound_fraction": np.where(host > gpu, 1 - gpu / host, 0.0),
+        "launch_bound_fraction": ops.where(host > gpu, 1 - gpu / host, 0.0),
         "host_issue": host,
     }
 
@@ -198,7 +199,7 @@ def _arithmetic_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     logits_fwd, logits_bwd = _logits_times_s(x, tokens, gemm)
     layer = layer_fwd + layer_bwd + layer_recompute
     # the slowest stage: the fullest one, or the last, whose head may displace a layer (a loss slot)
-    compute = np.maximum(x.layers_per_stage * layer, x.end_stage_layers * layer + logits_fwd + logits_bwd)
+    compute = ops.maximum(x.layers_per_stage * layer, x.end_stage_layers * layer + logits_fwd + logits_bwd)
     return {"compute": compute, "attention": gemm["attention_core"], "gemm": gemm}
 
 
@@ -222,13 +223,13 @@ def _core_sharing(x: Inputs, host, gpu):
     the cores. 1 with enough cores or an unknown count."""
     demand = x.gpus_per_node * _issuing_share(host, gpu)
     cores = x.cpu_cores_per_node
-    return np.where(np.isfinite(cores) & (demand > cores), demand / np.where(cores > 0, cores, 1.0), 1.0)
+    return ops.where(ops.isfinite(cores) & (demand > cores), demand / ops.where(cores > 0, cores, 1.0), 1.0)
 
 
 def _issuing_share(host, gpu):
     """Share of its time a training process keeps a core busy issuing kernels: host / GPU time, all of
     it when launch-bound (or the GPU does no work)."""
-    return np.minimum(1.0, np.divide(host, gpu, out=np.ones_like(gpu * 1.0), where=gpu > 0))
+    return ops.minimum(1.0, ops.divide(host, gpu, default=1.0))
 
 
 def _zero3_fetch_s(x: Inputs):
@@ -236,15 +237,15 @@ def _zero3_fetch_s(x: Inputs):
     backward): the framework's `zero3_module_fetch_us` per module — the layer's 2 norms, its attention
     and MLP linears, and each adapter's two small linears."""
     modules = x.layers_per_stage * (2 + 4 + x.mlp_matrices + 2 * x.adapted_linears)
-    per_pass = np.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
+    per_pass = ops.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
     return per_pass, per_pass * (1 + (x.recompute == 2))
 
 
 def _overlapped_s(host, gpu, exponent: float):
     """Time of a pass whose kernels the host issues while the GPU runs earlier ones: the
     `exponent`-norm of the two totals (∞ = the slower side alone, 1 = no overlap at all)."""
-    slower, faster = np.maximum(host, gpu), np.minimum(host, gpu)
-    ratio = np.divide(faster, slower, out=np.zeros_like(slower * 1.0), where=slower > 0)
+    slower, faster = ops.maximum(host, gpu), ops.minimum(host, gpu)
+    ratio = ops.divide(faster, slower, default=0.0)
     return slower * (1 + ratio ** exponent) ** (1 / exponent)
 
 
@@ -259,18 +260,18 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     """
     tokens = x.micro_batch * x.seq_len / x.cp
     batch = GemmBatch()
-    kv_local = 2 * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0)
+    kv_local = 2 * x.head_dim * ops.maximum(x.kv_heads / x.tp, 1.0)
     q_local = x.n_heads * x.head_dim / x.tp
     up_width = x.mlp_matrices - 1  # gate and up fused when gated
     attention = [batch.linear(tokens, x.hidden, q_local + kv_local), batch.linear(tokens, q_local, x.hidden)]
     dense = [batch.linear(tokens, x.hidden, up_width * x.ffn_hidden / x.tp),
              batch.linear(tokens, x.ffn_hidden / x.tp, x.hidden)]
     # MoE GEMMs only where some configuration has MoE layers (a dense model's would be zeroed anyway)
-    any_moe = bool(np.any(x.n_moe_layers > 0))
+    any_moe = bool(ops.any(x.n_moe_layers > 0))
     shared_width = x.n_shared_experts * x.shared_ffn_hidden / x.tp
     shared = [batch.linear(tokens, x.hidden, up_width * shared_width), batch.linear(tokens, shared_width, x.hidden)]
-    router = [batch.linear(tokens, x.hidden, np.maximum(x.n_experts, 1.0))]
-    local_experts = np.maximum(x.n_experts / x.ep, 1.0)
+    router = [batch.linear(tokens, x.hidden, ops.maximum(x.n_experts, 1.0))]
+    local_experts = ops.maximum(x.n_experts / x.ep, 1.0)
     rows = tokens * x.top_k / local_experts
     width = x.expert_ffn_hidden / x.tp
     experts = [tuple(batch.add(m, n, k, local_experts) for m, n, k in (
@@ -285,14 +286,14 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
 
     def passes(linears):
         forward = sum(t[f] for f, _, _ in linears)
-        backward = sum(t[d] + np.where(trainable, t[w], 0.0) for _, d, w in linears)
+        backward = sum(t[d] + ops.where(trainable, t[w], 0.0) for _, d, w in linears)
         return forward, backward
 
     moe = (0.0, 0.0)
     if any_moe:
         has_shared = x.n_shared_experts > 0
         blocks = zip(passes(experts), passes(shared), passes(router), strict=True)
-        moe = tuple(np.where(x.n_moe_layers > 0, routed + np.where(has_shared, common, 0.0) + gate, 0.0)
+        moe = tuple(ops.where(x.n_moe_layers > 0, routed + ops.where(has_shared, common, 0.0) + gate, 0.0)
                     for routed, common, gate in blocks)
     return {"attention": passes(attention), "dense_mlp": passes(dense), "moe_mlp": moe, "logits": passes(logits),
             "attention_core": attention_time_s(tokens, x.n_heads / x.tp, x, p)}
@@ -313,9 +314,9 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
     # selective: without flash attention, redo the attention core (Korthikanti et al. 2022 §5);
     # with it, redo the elementwise ops whose outputs were dropped (see memory.py)
     softmax_s = (1 - x.flash_attention) * tokens * 2 * x.activation_bytes * x.n_heads / x.tp * x.seq_len
-    selective = np.where(x.flash_attention > 0, elementwise_fwd,
+    selective = ops.where(x.flash_attention > 0, elementwise_fwd,
                          attention_fwd + softmax_s / (x.hbm_bandwidth_gbs * 1e9))
-    recompute = np.where(x.recompute == 2, forward, np.where(x.recompute == 1, selective, 0.0))
+    recompute = ops.where(x.recompute == 2, forward, ops.where(x.recompute == 1, selective, 0.0))
     return forward, backward, recompute
 
 
@@ -324,10 +325,10 @@ def _qlora_dequant_s(x: Inputs):
     HBM traffic per frozen weight and use, at the streaming rate (see inputs.DEQUANT_BYTES_PER_WEIGHT
     and DEQUANT_STREAM_FRACTION). Only the layers' linears are stored quantized; the embedding, head
     and norms stay 16-bit and are never dequantized."""
-    if not np.any(x.quantized > 0):
+    if not ops.any(x.quantized > 0):
         return 0.0
-    per_layer = stage_linear_parameters(x) / np.maximum(x.layers_per_stage, 1.0)
-    return np.where(x.quantized > 0, per_layer * x.dequant_bytes_per_weight / (x.hbm_bandwidth_gbs * 1e9), 0.0)
+    per_layer = stage_linear_parameters(x) / ops.maximum(x.layers_per_stage, 1.0)
+    return ops.where(x.quantized > 0, per_layer * x.dequant_bytes_per_weight / (x.hbm_bandwidth_gbs * 1e9), 0.0)
 
 
 def _logits_times_s(x: Inputs, tokens, gemm):
@@ -350,13 +351,13 @@ def _kernels_per_layer(x: Inputs, p: ModelParameters):
     GEMMs have 2 gradient GEMMs each). Each costs `kernel_launch_us` of host time; the extra small
     ops of eager code and of adapters are counted apart (`_small_ops_per_layer`).
     """
-    attention = np.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout + 4.0 * eager_softmax(x))
-    tp_collectives = np.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel_active), 0.0)
+    attention = ops.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout + 4.0 * eager_softmax(x))
+    tp_collectives = ops.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel_active), 0.0)
     moe = 8.0 * x.n_moe_layers / x.n_layers  # router GEMM, top-k, permute, unpermute, grouped GEMMs
     elementwise = 2 + 2 * x.rope + 2 + 1
     forward = 4 + attention + elementwise + tp_collectives + moe
-    backward = forward + 4 + np.where(x.flash_attention > 0, 1.0, 2.0)
-    recompute = np.where(x.recompute == 2, forward, 0.0)
+    backward = forward + 4 + ops.where(x.flash_attention > 0, 1.0, 2.0)
+    recompute = ops.where(x.recompute == 2, forward, 0.0)
     return forward, backward + recompute
 
 
@@ -375,7 +376,7 @@ def _small_ops_per_layer(x: Inputs, p: ModelParameters):
     dequant = x.quantized * x.dequant_ops * (4 + x.mlp_matrices)
     forward = extra + adapters + dequant
     backward = (extra + 2 * adapters + dequant * (1 - x.dequant_saved_for_backward)
-                + np.where(x.recompute == 2, forward, 0.0))
+                + ops.where(x.recompute == 2, forward, 0.0))
     return forward, backward
 
 
@@ -388,17 +389,17 @@ def _tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers, gemm):
     all-gather + reduce-scatter pair of the same total traffic (Korthikanti et al. 2022 §4.2.2).
     With `tp_comm_overlap` each of those collectives runs chunked beside a GEMM
     (`_tensor_parallel_overlapped_s`)."""
-    if not np.any(x.tp > 1):  # a group of one moves nothing
+    if not ops.any(x.tp > 1):  # a group of one moves nothing
         return 0.0
     group = comm.GroupLinks(x.tp, 1.0, x, p)
     nbytes = tokens * x.hidden * x.activation_bytes
     per_allreduce = comm.allreduce_time_s(nbytes, group)
-    count = 4 + np.where(x.recompute == 2, 2.0, 0.0)
+    count = 4 + ops.where(x.recompute == 2, 2.0, 0.0)
     exposed = layers * count * per_allreduce
-    if not np.any(x.tp_comm_overlap > 0):
+    if not ops.any(x.tp_comm_overlap > 0):
         return exposed
     overlapped = layers * _tensor_parallel_overlapped_s(x, p, nbytes, group, gemm)
-    return np.where((x.tp_comm_overlap > 0) & (x.tp > 1), overlapped, exposed)
+    return ops.where((x.tp_comm_overlap > 0) & (x.tp > 1), overlapped, exposed)
 
 
 def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, gemm):
@@ -424,33 +425,33 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     attention_fwd, attention_bwd = gemm["attention"]
     mlp_fwd, mlp_bwd = ((1 - moe) * gemm["dense_mlp"][i] + moe * gemm["moe_mlp"][i] for i in (0, 1))
     q = x.n_heads * x.head_dim / x.tp
-    kv = 2 * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0)
+    kv = 2 * x.head_dim * ops.maximum(x.kv_heads / x.tp, 1.0)
     qkv_share = (q + kv) / (2 * q + kv)
     up = x.mlp_matrices - 1
     fc1_share = up / (up + 1)
-    wgrad_share = np.where(x.method == 0, 0.5, 0.0)  # frozen bases compute no weight gradient
+    wgrad_share = ops.where(x.method == 0, 0.5, 0.0)  # frozen bases compute no weight gradient
     gather = comm.all_gather_time_s(nbytes, group)  # a reduce-scatter of the same bytes takes as long
     n = x.tp
-    sm_share = np.minimum(p.tp_overlap_comm_sms / x.compute_units, 0.5)
+    sm_share = ops.minimum(p.tp_overlap_comm_sms / x.compute_units, 0.5)
     splits = p.tp_overlap_rs_splits
     piece = comm.reduce_scatter_time_s(nbytes / splits, group)
 
     def ring(gemm_s):
-        return np.maximum(gather - gemm_s * (n - 1) / n, 0.0)
+        return ops.maximum(gather - gemm_s * (n - 1) / n, 0.0)
 
     def pipelined(gemm_s):
         slowed = gemm_s / (1 - sm_share)
-        return piece + (splits - 1) * np.maximum(piece - slowed / splits, 0.0) + (slowed - gemm_s)
+        return piece + (splits - 1) * ops.maximum(piece - slowed / splits, 0.0) + (slowed - gemm_s)
 
     def bulk(gemm_s):
-        return np.maximum(gather - gemm_s, 0.0) + sm_share * np.minimum(gather, gemm_s)
+        return ops.maximum(gather - gemm_s, 0.0) + sm_share * ops.minimum(gather, gemm_s)
 
     forward = (ring(attention_fwd * qkv_share) + pipelined(attention_fwd * (1 - qkv_share))
                + ring(mlp_fwd * fc1_share) + pipelined(mlp_fwd * (1 - fc1_share)))
     backward = (ring(attention_bwd * (1 - qkv_share) * (1 - wgrad_share))
                 + ring(mlp_bwd * (1 - fc1_share) * (1 - wgrad_share))
                 + bulk(attention_bwd * qkv_share * wgrad_share) + bulk(mlp_bwd * fc1_share * wgrad_share))
-    return forward + backward + np.where(x.recompute == 2, forward, 0.0)
+    return forward + backward + ops.where(x.recompute == 2, forward, 0.0)
 
 
 def _context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_bwd):
@@ -464,20 +465,21 @@ def _context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_b
     default rotate method torchtitan uses); backward gathers again and reduce-scatters dK, dV.
     ulysses (2): four all-to-alls per layer and pass re-shard q, k, v by heads and the output back
     by sequence, with nothing to hide under (Jacobs et al. 2023, DeepSpeed-Ulysses §3)."""
-    if not np.any(x.cp > 1):  # skipped where no row has context parallelism: zero anyway
+    if not ops.any(x.cp > 1):  # skipped where no row has context parallelism: zero anyway
         return 0.0
     forward = _context_parallel_pass_s(x, p, tokens)
     backward = 2 * forward
     recomputed = x.recompute == 2
-    ring = np.maximum(forward - attention_fwd, 0.0) + np.maximum(backward - attention_bwd, 0.0)
-    ring = ring + np.where(recomputed, np.maximum(forward - attention_fwd, 0.0), 0.0)
+    ring = ops.maximum(forward - attention_fwd, 0.0) + ops.maximum(backward - attention_bwd, 0.0)
+    ring = ring + ops.where(recomputed, ops.maximum(forward - attention_fwd, 0.0), 0.0)
     exposed = ring
-    if np.any(x.cp_kind > 0):
-        gather_fwd = np.maximum(forward - attention_fwd / x.cp, 0.0)
-        gathered = gather_fwd + np.maximum(backward - attention_bwd / x.cp, 0.0) + np.where(recomputed, gather_fwd, 0.0)
+    if ops.any(x.cp_kind > 0):
+        gather_fwd = ops.maximum(forward - attention_fwd / x.cp, 0.0)
+        gathered = (gather_fwd + ops.maximum(backward - attention_bwd / x.cp, 0.0)
+                    + ops.where(recomputed, gather_fwd, 0.0))
         ulysses = _ulysses_pass_s(x, p, tokens) * (2 + recomputed)
-        exposed = np.where(x.cp_kind == 1, gathered, np.where(x.cp_kind == 2, ulysses, ring))
-    return np.where(x.cp > 1, layers * exposed, 0.0)
+        exposed = ops.where(x.cp_kind == 1, gathered, ops.where(x.cp_kind == 2, ulysses, ring))
+    return ops.where(x.cp > 1, layers * exposed, 0.0)
 
 
 def _ulysses_pass_s(x: Inputs, p: ModelParameters, tokens):
@@ -486,7 +488,7 @@ def _ulysses_pass_s(x: Inputs, p: ModelParameters, tokens):
     holding its 1/cp of the tokens."""
     group = comm.GroupLinks(x.cp, x.tp, x, p)
     q_bytes = tokens * x.n_heads * x.head_dim / x.tp * x.activation_bytes
-    kv_bytes = tokens * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0) * x.activation_bytes
+    kv_bytes = tokens * x.head_dim * ops.maximum(x.kv_heads / x.tp, 1.0) * x.activation_bytes
     return 2 * comm.all_to_all_time_s(q_bytes, group) + 2 * comm.all_to_all_time_s(kv_bytes, group)
 
 
@@ -494,7 +496,7 @@ def _context_parallel_pass_s(x: Inputs, p: ModelParameters, tokens):
     """One layer's ring exchange (or gather) of K and V in a forward pass (the backward moves twice
     that)."""
     group = comm.GroupLinks(x.cp, x.tp, x, p)
-    kv_bytes = tokens * 2 * x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0) * x.activation_bytes
+    kv_bytes = tokens * 2 * x.head_dim * ops.maximum(x.kv_heads / x.tp, 1.0) * x.activation_bytes
     return comm.all_gather_time_s(kv_bytes * x.cp, group)
 
 
@@ -502,38 +504,38 @@ def _context_parallel_hidden_s(x: Inputs, p: ModelParameters, micro):
     """The part of one micro-batch's context-parallel traffic that hides under its compute: all of
     the K/V traffic (forward, backward, and the recomputed forward) less what
     `_context_parallel_exposed_s` left exposed; none for Ulysses, whose all-to-alls all show."""
-    if not np.any(x.cp > 1):
+    if not ops.any(x.cp > 1):
         return 0.0
     tokens = x.micro_batch * x.seq_len / x.cp
-    passes = 3 + np.where(x.recompute == 2, 1.0, 0.0)
+    passes = 3 + ops.where(x.recompute == 2, 1.0, 0.0)
     total = x.layers_per_stage * passes * _context_parallel_pass_s(x, p, tokens)
-    hidden = np.where(x.cp_kind == 2, 0.0, np.maximum(total - micro["cp_comm"], 0.0))
-    return np.where(x.cp > 1, hidden, 0.0)
+    hidden = ops.where(x.cp_kind == 2, 0.0, ops.maximum(total - micro["cp_comm"], 0.0))
+    return ops.where(x.cp > 1, hidden, 0.0)
 
 
 def _expert_parallel_s(x: Inputs, p: ModelParameters, tokens):
     """MoE token dispatch and combine: 2 all-to-alls per MoE layer forward, 2 backward (+2 when
     recomputed), each moving tokens·top_k·hidden activations (Lepikhin et al. 2020, GShard)."""
-    if not np.any(x.ep > 1):
+    if not ops.any(x.ep > 1):
         return 0.0
     group = comm.GroupLinks(x.ep, x.tp * x.cp, x, p)
     per_all_to_all = comm.all_to_all_time_s(tokens * x.top_k * x.hidden * x.activation_bytes, group)
-    count = 4 + np.where(x.recompute == 2, 2.0, 0.0)
-    return np.where(x.ep > 1, x.moe_layers_per_stage * count * per_all_to_all, 0.0)
+    count = 4 + ops.where(x.recompute == 2, 2.0, 0.0)
+    return ops.where(x.ep > 1, x.moe_layers_per_stage * count * per_all_to_all, 0.0)
 
 
 def _pipeline_comm_s(x: Inputs, p: ModelParameters):
     """Stage-to-stage activation sends on the critical path: forward and backward for each of the
     m·v micro-batch chunks a stage handles, plus the fill and drain across p−1 boundaries. Megatron
     scatters the activation over the TP ranks before sending (Narayanan et al. 2021 §4.1)."""
-    if not np.any(x.pp > 1):
+    if not ops.any(x.pp > 1):
         return 0.0
     tokens = x.micro_batch * x.seq_len / x.cp
     nbytes = tokens * x.hidden * x.activation_bytes / x.tp
     across_nodes = x.tp * x.cp * x.dp >= x.gpus_per_node
     send = comm.p2p_time_s(nbytes, across_nodes & (x.n_nodes > 1), x, p)
     sends = 2 * x.vpp * x.micro_batches + 2 * (x.pp - 1)
-    return np.where(x.pp > 1, sends * send, 0.0)
+    return ops.where(x.pp > 1, sends * send, 0.0)
 
 
 def _data_parallel_windows_s(x: Inputs, p: ModelParameters, micro):
@@ -550,7 +552,7 @@ def _data_parallel_windows_s(x: Inputs, p: ModelParameters, micro):
     elapsed = micro["forward"] + micro["backward"]
     reference = x.with_values(recompute=0.0 * x.recompute, kernel_launch_us=p.kernel_launch_us)
     issue_fwd, issue_bwd = host_issue_s(reference, p)
-    free = np.maximum(elapsed - _context_parallel_hidden_s(x, p, micro), 0.0) * p.dp_overlap_fraction
+    free = ops.maximum(elapsed - _context_parallel_hidden_s(x, p, micro), 0.0) * p.dp_overlap_fraction
     share_fwd = issue_fwd / (issue_fwd + issue_bwd)
     return free * share_fwd, free * (1 - share_fwd)
 
@@ -577,32 +579,32 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     dense, experts = local_parameter_counts(x)
     trainable_dense, trainable_expert = trainable_parameter_counts(x)
     dense_group = comm.GroupLinks(x.dp * x.cp, x.tp, x, p)
-    expert_group = comm.GroupLinks(np.maximum(x.dp * x.cp / x.ep, 1.0), x.tp * x.cp * x.ep, x, p)
+    expert_group = comm.GroupLinks(ops.maximum(x.dp * x.cp / x.ep, 1.0), x.tp * x.cp * x.ep, x, p)
 
-    any_experts = bool(np.any(experts > 0))
+    any_experts = bool(ops.any(experts > 0))
 
     def units_of(collective, count_dense, count_expert, element_bytes, units):
         """(all units, one unit): the traffic split into `units` collectives of equal size."""
         dense_s = collective(count_dense / units * element_bytes, dense_group)
         if any_experts:  # a dense model: the expert group's collective would be zeroed anyway
-            dense_s = dense_s + np.where(count_expert > 0, collective(count_expert / units * element_bytes,
+            dense_s = dense_s + ops.where(count_expert > 0, collective(count_expert / units * element_bytes,
                                                                       expert_group), 0.0)
         return units * dense_s, dense_s
 
-    layers = np.maximum(x.layers_per_stage, 1.0)
+    layers = ops.maximum(x.layers_per_stage, 1.0)
     window_fwd, window_bwd = _data_parallel_windows_s(x, p, micro)
     m = x.micro_batches
     bucket_bytes = p.dp_bucket_mb * 2.0**20
 
     def buckets(count_dense, count_expert, element_bytes):
-        return np.maximum(np.ceil((count_dense + count_expert) * element_bytes / bucket_bytes), 1.0)
+        return ops.maximum(ops.ceil((count_dense + count_expert) * element_bytes / bucket_bytes), 1.0)
 
     def exposed(traffic, last_unit, window):
         """What does not fit under the window, and never less than the last unit."""
-        return np.maximum(traffic - window, last_unit)
+        return ops.maximum(traffic - window, last_unit)
 
     # only the ZeRO stages some row uses are computed (a single estimate uses one)
-    used = set(np.unique(x.zero).tolist())
+    used = ops.distinct_values(x.zero)
     grad_buckets = buckets(trainable_dense, trainable_expert, x.grad_bytes)
     zero0 = zero1 = zero2 = zero3 = 0.0
     if 0 in used:
@@ -619,13 +621,13 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
         _, gather = units_of(comm.all_gather_time_s, dense, experts, x.weight_bytes, layers)
         _, reduce = units_of(comm.reduce_scatter_time_s, trainable_dense, trainable_expert, x.grad_bytes, layers)
         # prefetch depth one: layer i+1's gather runs during layer i; the first has nothing to hide under
-        forward = gather + (layers - 1) * np.maximum(gather - window_fwd / layers, 0.0)
+        forward = gather + (layers - 1) * ops.maximum(gather - window_fwd / layers, 0.0)
         # backward: layer i−1's gather and layer i's reduce-scatter during layer i's backward; the last
         # layer stays gathered from its forward, the first layer's reduce-scatter comes after all compute
-        backward = reduce + (layers - 1) * np.maximum(gather + reduce - window_bwd / layers, 0.0)
+        backward = reduce + (layers - 1) * ops.maximum(gather + reduce - window_bwd / layers, 0.0)
         zero3 = m * (forward + backward)
-    by_stage = np.where(x.zero == 0, zero0, np.where(x.zero == 1, zero1, np.where(x.zero == 2, zero2, zero3)))
-    return np.where(x.dp * x.cp > 1, by_stage, 0.0)
+    by_stage = ops.where(x.zero == 0, zero0, ops.where(x.zero == 1, zero1, ops.where(x.zero == 2, zero2, zero3)))
+    return ops.where(x.dp * x.cp > 1, by_stage, 0.0)
 
 
 # ---- optimizer and host side --------------------------------------------------------------------
@@ -636,14 +638,14 @@ def _optimizer_s(x: Inputs, p: ModelParameters):
     master, m, v and 16-bit weights out) — or, with ZeRO-Offload, through host memory, after the
     gradients go down and the weights come back over PCIe (Ren et al. 2021 §4)."""
     trainable = sum(trainable_parameter_counts(x))
-    shard = np.where(x.zero >= 1, x.dp * x.cp, 1.0)
+    shard = ops.where(x.zero >= 1, x.dp * x.cp, 1.0)
     local = trainable / shard
     on_gpu = local * x.optimizer_rw_bytes / (x.hbm_bandwidth_gbs * 1e9)
     host_share = x.host_memory_bandwidth_gbs / x.gpus_per_node
-    on_cpu = local * x.optimizer_rw_bytes / (np.nan_to_num(host_share, nan=50.0) * 1e9)
+    on_cpu = local * x.optimizer_rw_bytes / (ops.nan_to_num(host_share, nan=50.0) * 1e9)
     transfers = local * (x.grad_bytes + x.weight_bytes) / (x.pcie_bandwidth_gbs * 1e9)
     offloaded = x.optimizer_offloaded
-    return np.where(offloaded, on_cpu, on_gpu), np.where(offloaded, transfers, 0.0)
+    return ops.where(offloaded, on_cpu, on_gpu), ops.where(offloaded, transfers, 0.0)
 
 
 def _offload_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
@@ -652,30 +654,30 @@ def _offload_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     Offloaded parameters are fetched for forward and again for backward (ZeRO-Infinity, FSDP
     cpu_offload), prefetched a layer ahead; offloaded activations go out during forward and come
     back during backward on a side stream (torchtune activation offloading)."""
-    if not np.any(x.parameters_offloaded | (x.activation_offload > 0)):
+    if not ops.any(x.parameters_offloaded | (x.activation_offload > 0)):
         return 0.0
     dense, experts = local_parameter_counts(x)
-    shard = np.where(x.zero >= 3, x.dp * x.cp, 1.0)
-    link_gbs = np.where(x.offload_nvme > 0, np.fmin(x.pcie_bandwidth_gbs, x.storage_read_gbs), x.pcie_bandwidth_gbs)
+    shard = ops.where(x.zero >= 3, x.dp * x.cp, 1.0)
+    link_gbs = ops.where(x.offload_nvme > 0, ops.fmin(x.pcie_bandwidth_gbs, x.storage_read_gbs), x.pcie_bandwidth_gbs)
     params_s = 2 * (dense + experts) * x.weight_bytes / shard / (link_gbs * 1e9)  # this GPU's shard, twice
-    params_s = np.where(x.parameters_offloaded, params_s, 0.0)
+    params_s = ops.where(x.parameters_offloaded, params_s, 0.0)
     saved, _ = activation_bytes_per_layer(x)
     out_and_back = 2 * saved * in_flight_layers(x)
-    activations_s = np.where(x.activation_offload > 0, out_and_back / (x.pcie_bandwidth_gbs * 1e9), 0.0)
+    activations_s = ops.where(x.activation_offload > 0, out_and_back / (x.pcie_bandwidth_gbs * 1e9), 0.0)
     window = micro["forward"] + micro["backward"]
-    return x.micro_batches * np.maximum(params_s + activations_s - window, 0.0)
+    return x.micro_batches * ops.maximum(params_s + activations_s - window, 0.0)
 
 
 def _host_transfer_exposed_s(x: Inputs, gpu_busy):
     """Batches are copied from pinned memory ahead of use; only a copy longer than the step shows."""
     tokens = x.micro_batch * x.seq_len / x.cp
     copies = x.micro_batches * tokens * TOKEN_BATCH_BYTES / (x.pcie_bandwidth_gbs * 1e9)
-    return np.maximum(copies - gpu_busy, 0.0)
+    return ops.maximum(copies - gpu_busy, 0.0)
 
 
 def _loading_nodes(x: Inputs):
     """Nodes that feed data: those hosting the first pipeline stage."""
-    return np.maximum(x.n_nodes / x.pp, 1.0)
+    return ops.maximum(x.n_nodes / x.pp, 1.0)
 
 
 def _data_loading_exposed_s(x: Inputs, p: ModelParameters, gpu_busy, host_issue_s):
@@ -687,13 +689,13 @@ def _data_loading_exposed_s(x: Inputs, p: ModelParameters, gpu_busy, host_issue_
     over the cores that load × the per-core rate (`_loader_cores`); storage: the bytes of those
     tokens over the node's read rate. Unknown cores or storage are not modelled (NaN → 0)."""
     tokens_per_node = x.global_batch * x.seq_len / _loading_nodes(x)
-    rate = np.where(x.pretokenized > 0, x.collate_rate_per_core, x.tokenize_rate_per_core)
-    read_s = np.nan_to_num(tokens_per_node * p.bytes_per_token_on_disk / (x.storage_read_gbs * 1e9), nan=0.0)
-    background_s = np.nan_to_num(tokens_per_node / (_loader_cores(x, gpu_busy, host_issue_s) * rate), nan=0.0)
-    in_process_s = np.nan_to_num(tokens_per_node / (np.minimum(x.gpus_per_node, x.cpu_cores_per_node) * rate),
+    rate = ops.where(x.pretokenized > 0, x.collate_rate_per_core, x.tokenize_rate_per_core)
+    read_s = ops.nan_to_num(tokens_per_node * p.bytes_per_token_on_disk / (x.storage_read_gbs * 1e9), nan=0.0)
+    background_s = ops.nan_to_num(tokens_per_node / (_loader_cores(x, gpu_busy, host_issue_s) * rate), nan=0.0)
+    in_process_s = ops.nan_to_num(tokens_per_node / (ops.minimum(x.gpus_per_node, x.cpu_cores_per_node) * rate),
                                  nan=0.0)
-    with_workers = np.maximum(np.maximum(background_s, read_s) - gpu_busy, 0.0)
-    return np.where(x.loader_workers_per_gpu > 0, with_workers, np.maximum(in_process_s, read_s))
+    with_workers = ops.maximum(ops.maximum(background_s, read_s) - gpu_busy, 0.0)
+    return ops.where(x.loader_workers_per_gpu > 0, with_workers, ops.maximum(in_process_s, read_s))
 
 
 def _loader_cores(x: Inputs, gpu_busy, host_issue_s):
@@ -707,14 +709,14 @@ def _loader_cores(x: Inputs, gpu_busy, host_issue_s):
     left = x.cpu_cores_per_node - x.gpus_per_node * busy
     # with fewer cores than busy processes, the scheduler time-slices: workers get their fair share
     fair_share = x.cpu_cores_per_node * workers / (x.gpus_per_node * busy + workers)
-    return np.minimum(workers, np.maximum(left, fair_share))
+    return ops.minimum(workers, ops.maximum(left, fair_share))
 
 
 def _checkpoint_s(x: Inputs):
     """A full checkpoint (16-bit weights + optimizer states), written in parallel by every node,
     amortized over the checkpoint interval; zero when storage or the interval is unknown."""
     per_node = x.checkpoint_bytes / x.n_nodes
-    write_s = np.nan_to_num(per_node / (x.storage_write_gbs * 1e9), nan=0.0)
+    write_s = ops.nan_to_num(per_node / (x.storage_write_gbs * 1e9), nan=0.0)
     return write_s / x.checkpoint_interval_steps
 
 
@@ -726,16 +728,16 @@ def _host_ram_gb(x: Inputs, p: ModelParameters):
     processes = x.gpus_per_node * per_gpu
     dense, experts = local_parameter_counts(x)
     trainable = sum(trainable_parameter_counts(x))
-    shard_states = np.where(x.zero >= 1, x.dp * x.cp, 1.0)
-    shard_weights = np.where(x.zero >= 3, x.dp * x.cp, 1.0)
-    states = np.where(x.optimizer_offloaded, trainable / shard_states * x.optimizer_bytes, 0.0)
-    weights = np.where(x.parameters_offloaded, (dense + experts) / shard_weights * x.weight_bytes, 0.0)
+    shard_states = ops.where(x.zero >= 1, x.dp * x.cp, 1.0)
+    shard_weights = ops.where(x.zero >= 3, x.dp * x.cp, 1.0)
+    states = ops.where(x.optimizer_offloaded, trainable / shard_states * x.optimizer_bytes, 0.0)
+    weights = ops.where(x.parameters_offloaded, (dense + experts) / shard_weights * x.weight_bytes, 0.0)
     activations = 0.0
-    if np.any(x.activation_offload > 0):
+    if ops.any(x.activation_offload > 0):
         saved, _ = activation_bytes_per_layer(x)
-        activations = np.where(x.activation_offload > 0, saved * in_flight_layers(x), 0.0)
-    offloaded = (np.where(x.offload_nvme > 0, 0.1, 1.0) * (states + weights) + activations) * x.gpus_per_node / 1e9
+        activations = ops.where(x.activation_offload > 0, saved * in_flight_layers(x), 0.0)
+    offloaded = (ops.where(x.offload_nvme > 0, 0.1, 1.0) * (states + weights) + activations) * x.gpus_per_node / 1e9
     # a LoRA checkpoint holds the adapters only; the frozen base is read from the hub's files
-    saved_params = np.where(x.method == 0, x.params_total, trainable * x.pp * x.tp)
+    saved_params = ops.where(x.method == 0, x.params_total, trainable * x.pp * x.tp)
     staging = saved_params * x.weight_bytes / x.n_nodes / 1e9
     return processes + offloaded + staging

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import numpy as np
-
+from trainrig.estimate import ops
 from trainrig.estimate.inputs import METHOD_CODE, Inputs, model_fields
 from trainrig.specs import ModelSpec
 
@@ -29,7 +28,7 @@ __all__ = [
 
 def attention_context(x: Inputs):
     """Keys each query attends to in the FLOP convention: the whole sequence, capped by a window."""
-    return np.minimum(x.seq_len, x.context_len_cap)
+    return ops.minimum(x.seq_len, x.context_len_cap)
 
 
 def layer_gemm_flops_per_token(x: Inputs):
@@ -62,7 +61,7 @@ def model_flops_per_token(x: Inputs):
     GEMMs cost 2 × forward; attention (no weights) still costs 3 × (Hu et al. 2021 §4.2).
     """
     gemm = layer_gemm_flops_per_token(x) + logits_flops_per_token(x)
-    gemm_factor = np.where(x.method > 0, 2.0, 3.0)
+    gemm_factor = ops.where(x.method > 0, 2.0, 3.0)
     return gemm_factor * gemm + 3 * attention_flops_per_token(x)
 
 
@@ -72,8 +71,8 @@ def hardware_flops_per_token(x: Inputs):
     attention, which never stores the scores selective recompute would otherwise drop."""
     layers_forward = layer_gemm_flops_per_token(x) + attention_flops_per_token(x)
     selective = (x.recompute == 1) & (x.flash_attention == 0)  # flash keeps no scores to redo
-    recompute = np.where(
-        x.recompute == 2, layers_forward, np.where(selective, attention_flops_per_token(x), 0.0)
+    recompute = ops.where(
+        x.recompute == 2, layers_forward, ops.where(selective, attention_flops_per_token(x), 0.0)
     )
     return model_flops_per_token(x) + recompute
 

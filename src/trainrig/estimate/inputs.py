@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from trainrig.estimate import ops
 from trainrig.estimate.params import ModelParameters
 from trainrig.specs import Job, ModelSpec
 from trainrig.specs.job import resolve_attention_kernel, resolve_fp8_recipe
@@ -226,33 +227,33 @@ class Inputs:
         stage. Equal to n / pp when pp·vpp divides n (Megatron-Core's split; an uneven one puts the
         extra layers on some stages, e.g. decoder_first/last_pipeline_num_layers)."""
         # with pp = 2 and both slots there is no middle stage: each stage gives one slot to an end
-        return self.stage_slots - np.where(self.pp == 2, self.pp_embedding_slot * self.pp_loss_slot, 0.0)
+        return self.stage_slots - ops.where(self.pp == 2, self.pp_embedding_slot * self.pp_loss_slot, 0.0)
 
     @cached_property
     def stage_slots(self):
         """Layer-slots per pipeline stage: vpp·ceil((n + slots) / (pp·vpp)); n on one stage."""
-        slots = np.where(self.pp > 1, self.pp_embedding_slot + self.pp_loss_slot, 0.0)
-        per_chunk = np.ceil((self.n_layers + slots) / (self.pp * self.vpp))
-        return np.where(self.pp > 1, per_chunk * self.vpp, self.n_layers)
+        slots = ops.where(self.pp > 1, self.pp_embedding_slot + self.pp_loss_slot, 0.0)
+        per_chunk = ops.ceil((self.n_layers + slots) / (self.pp * self.vpp))
+        return ops.where(self.pp > 1, per_chunk * self.vpp, self.n_layers)
 
     @cached_property
     def moe_layers_per_stage(self):
         """MoE layers on the fullest stage: n_moe / pp on an even split, otherwise the model's MoE
         share of that stage's layers."""
         even = self.layers_per_stage * self.pp == self.n_layers
-        share = self.layers_per_stage * self.n_moe_layers / np.maximum(self.n_layers, 1.0)
-        return np.where(even, self.n_moe_layers / self.pp, share)
+        share = self.layers_per_stage * self.n_moe_layers / ops.maximum(self.n_layers, 1.0)
+        return ops.where(even, self.n_moe_layers / self.pp, share)
 
     @cached_property
     def end_stage_layers(self):
         """Transformer layers beside the output head on the last stage: one fewer than the fullest
         stage where the loss takes a slot (only that stage's chunk holding it loses the layer)."""
-        return self.stage_slots - np.where(self.pp > 1, self.pp_loss_slot, 0.0)
+        return self.stage_slots - ops.where(self.pp > 1, self.pp_loss_slot, 0.0)
 
     @property
     def params_head(self):
         """Output-head parameters held apart from the embedding: none when tied on one stage."""
-        return np.where((self.tied_embeddings > 0) & (self.pp == 1), 0.0, self.vocab * self.hidden)
+        return ops.where((self.tied_embeddings > 0) & (self.pp == 1), 0.0, self.vocab * self.hidden)
 
     @property
     def optimizer_offloaded(self):
@@ -268,13 +269,14 @@ class Inputs:
     def adapted_first_mlp(self):
         """Adapters on the MLP's input linears: gate and up for SwiGLU; a plain MLP has one input
         linear, which `gate` and `up` both name."""
-        return np.where(self.mlp_matrices == 3, self.lora_gate + self.lora_up, np.maximum(self.lora_gate, self.lora_up))
+        either = ops.maximum(self.lora_gate, self.lora_up)
+        return ops.where(self.mlp_matrices == 3, self.lora_gate + self.lora_up, either)
 
     @property
     def adapted_linears(self):
         """Adapted linears per layer of a LoRA/QLoRA row (0 for full training)."""
         count = self.lora_q + self.lora_k + self.lora_v + self.lora_o + self.adapted_first_mlp + self.lora_down
-        return np.where(self.method > 0, count, 0.0)
+        return ops.where(self.method > 0, count, 0.0)
 
     @property
     def sequence_parallel_active(self):
@@ -284,7 +286,7 @@ class Inputs:
     @property
     def checkpoint_bytes(self):
         """One full checkpoint: 16-bit weights, plus the optimizer states when every weight trains."""
-        return self.params_total * (self.weight_bytes + np.where(self.method == 0, self.optimizer_bytes, 0.0))
+        return self.params_total * (self.weight_bytes + ops.where(self.method == 0, self.optimizer_bytes, 0.0))
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(Inputs))
@@ -299,8 +301,11 @@ def stack_inputs(rows: list[Inputs]) -> Inputs:
 
 def inputs_from_job(job: Job, params: ModelParameters) -> Inputs:
     """Flatten one job; the profile's measurements replace datasheet ceilings where present."""
-    return Inputs(**model_fields(job.model), **_training_fields(job), **_gpu_fields(job, params),
-                  **_link_fields(job), **_host_fields(job, params))
+    fields = {**model_fields(job.model), **_training_fields(job), **_gpu_fields(job, params),
+              **_link_fields(job), **_host_fields(job, params)}
+    # np.float64, not Python numbers: the core then divides by zero as an array would (inf or NaN
+    # in a branch np.where discards), where a Python float would raise (see ops.py)
+    return Inputs(**{name: np.float64(value) for name, value in fields.items()})
 
 
 def model_fields(m: ModelSpec) -> dict[str, float]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from trainrig.estimate import ops
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
 from trainrig.units import GIB
@@ -58,7 +59,7 @@ def lora_parameters_per_layer(x: Inputs):
 def _end_parameters(x: Inputs):
     """Embedding and output head on this GPU's stage, split over TP (the first stage holds the
     embedding, the last the head; we size the larger)."""
-    ends = np.where(x.pp > 1, np.maximum(x.params_embedding, x.params_head), x.params_embedding + x.params_head)
+    ends = ops.where(x.pp > 1, ops.maximum(x.params_embedding, x.params_head), x.params_embedding + x.params_head)
     return ends / x.tp
 
 
@@ -77,7 +78,7 @@ def local_parameter_counts(x: Inputs):
     dense = layers * per_layer + dense_layers * x.params_dense_mlp_per_layer / x.tp
     dense = dense + moe_layers * x.params_moe_shared_per_layer / x.tp
     experts = moe_layers * x.n_experts * x.params_expert / (x.ep * x.tp)
-    dense = dense + _stage_end_parameters(x, (dense + experts) / np.maximum(layers, 1.0))
+    dense = dense + _stage_end_parameters(x, (dense + experts) / ops.maximum(layers, 1.0))
     dense = dense + x.params_norms_per_layer / 2  # + the final norm
     return dense, experts
 
@@ -87,14 +88,14 @@ def _stage_end_parameters(x: Inputs, layer_params):
     pipeline slot: that stage then holds max(L layers, L − 1 layers + the end) (Megatron-Core
     account_for_embedding/loss_in_pipeline_split)."""
     slotted = (x.pp > 1) & ((x.pp_embedding_slot + x.pp_loss_slot) > 0)
-    if not np.any(slotted):
+    if not ops.any(slotted):
         return _end_parameters(x)
     # the end stages' layer counts relative to the fullest stage's (0 or −1)
     first = x.stage_slots - x.pp_embedding_slot - x.layers_per_stage
     last = x.end_stage_layers - x.layers_per_stage
     embedding = x.params_embedding / x.tp + first * layer_params
     head = x.params_head / x.tp + last * layer_params
-    return np.where(slotted, np.maximum(np.maximum(embedding, head), 0.0), _end_parameters(x))
+    return ops.where(slotted, ops.maximum(ops.maximum(embedding, head), 0.0), _end_parameters(x))
 
 
 @_memoized
@@ -102,11 +103,11 @@ def trainable_parameter_counts(x: Inputs):
     """(dense, expert) parameters that train on one GPU: all of them (full), or the adapters of its
     layers, plus the embedding and head when they train beside them (LoRA/QLoRA)."""
     dense, experts = local_parameter_counts(x)
-    if not np.any(x.method > 0):  # every row trains every weight
+    if not ops.any(x.method > 0):  # every row trains every weight
         return dense, experts
     adapters = lora_parameters_per_layer(x) * x.layers_per_stage / x.tp + x.train_embeddings * _end_parameters(x)
     full = x.method == 0
-    return np.where(full, dense, adapters), np.where(full, experts, 0.0)
+    return ops.where(full, dense, adapters), ops.where(full, experts, 0.0)
 
 
 def _stage_norm_parameters(x: Inputs):
@@ -119,7 +120,7 @@ def _stage_linear_parameters(x: Inputs):
     """Weights of the linears of one GPU's layers (what a quantized base stores quantized): all its
     parameters but the embedding, head and norms."""
     dense, experts = local_parameter_counts(x)
-    layers = np.maximum(x.layers_per_stage, 1.0)
+    layers = ops.maximum(x.layers_per_stage, 1.0)
     return dense - _stage_end_parameters(x, (dense + experts) / layers) - _stage_norm_parameters(x) + experts
 
 
@@ -129,7 +130,7 @@ stage_linear_parameters = _stage_linear_parameters
 def _frozen_base_bytes(x: Inputs):
     """Bytes of the frozen base of a LoRA/QLoRA job on one GPU: the layers' linears at their storage
     (quantized or 16-bit), norms, embedding and head at 16 bits (quantizers leave them alone)."""
-    unquantized = np.where(x.train_embeddings > 0, 0.0, _end_parameters(x)) + _stage_norm_parameters(x)
+    unquantized = ops.where(x.train_embeddings > 0, 0.0, _end_parameters(x)) + _stage_norm_parameters(x)
     return _stage_linear_parameters(x) * x.frozen_weight_bytes + unquantized * x.weight_bytes
 
 
@@ -160,8 +161,8 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     recompute = x.recompute if recompute_override is None else recompute_override
     e = x.activation_bytes
     tokens = x.micro_batch * x.seq_len / x.cp
-    rep = np.where(x.sequence_parallel_active > 0, x.tp, 1.0)
-    kv_width_local = x.head_dim * np.maximum(x.kv_heads / x.tp, 1.0)
+    rep = ops.where(x.sequence_parallel_active > 0, x.tp, 1.0)
+    kv_width_local = x.head_dim * ops.maximum(x.kv_heads / x.tp, 1.0)
     q_width_local = x.n_heads * x.head_dim / x.tp
     full = x.method == 0
     gated = x.mlp_matrices == 3
@@ -172,9 +173,9 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     # a linear's input is kept when its weight trains, its adapter reads it, or a quantized
     # linear's backward keeps it anyway
     keeps_input = full | ((x.quantized > 0) & (x.quantized_linear_saves_input > 0))
-    attention_in = np.where(keeps_input, 1.0, np.maximum(np.maximum(x.lora_q, x.lora_k), x.lora_v))
-    mlp_in = np.where(keeps_input, 1.0, np.maximum(x.lora_gate, x.lora_up))
-    adapter_copy = np.where(full, 0.0, x.lora_dropout * (e + 1))  # dropout's output and mask
+    attention_in = ops.where(keeps_input, 1.0, ops.maximum(ops.maximum(x.lora_q, x.lora_k), x.lora_v))
+    mlp_in = ops.where(keeps_input, 1.0, ops.maximum(x.lora_gate, x.lora_up))
+    adapter_copy = ops.where(full, 0.0, x.lora_dropout * (e + 1))  # dropout's output and mask
 
     def linear_input(saved_for_weights):
         """Bytes per element a linear's input costs: kept for its weight or adapter, and copied when
@@ -182,24 +183,24 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
         return saved_for_weights * (e + adapter_copy)
 
     # eager upcasting norms keep the fp32 input and, when their scale trains, the normalized input
-    norm_in = np.where((x.fused_kernels > 0) | (x.eager_norm_upcast == 0), e, 4.0 + np.where(full, e, 0.0))
-    norm_outputs = np.where(op_level, 0.0, linear_input(attention_in) + linear_input(mlp_in))
+    norm_in = ops.where((x.fused_kernels > 0) | (x.eager_norm_upcast == 0), e, 4.0 + ops.where(full, e, 0.0))
+    norm_outputs = ops.where(op_level, 0.0, linear_input(attention_in) + linear_input(mlp_in))
     replicated = (2 * norm_in + 2 * x.dropout) * x.hidden / rep + norm_outputs * x.hidden / rep
     qkv = e * (q_width_local + 2 * kv_width_local)
     attention = qkv + e * q_width_local  # Q, K, V and the attention output
     attention = attention + x.fused_qkv_view_saved * e * (q_width_local + kv_width_local)  # whole QKV output kept
-    o_input = np.where(full, 0.0, x.lora_o * adapter_copy) * q_width_local  # o reads the attention output
-    keys = np.minimum(x.seq_len, x.context_len_cap)
+    o_input = ops.where(full, 0.0, x.lora_o * adapter_copy) * q_width_local  # o reads the attention output
+    keys = ops.minimum(x.seq_len, x.context_len_cap)
     scores = (1 - x.flash_attention) * (e + x.dropout * (1 + e)) * x.n_heads / x.tp * keys
-    scores = np.where(recompute >= 1, 0.0, scores)  # selective recompute drops exactly these
+    scores = ops.where(recompute >= 1, 0.0, scores)  # selective recompute drops exactly these
     lse = x.flash_attention * 4 * x.n_heads / x.tp  # fp32 log-sum-exp per query and head
     # MLP: the activation's input(s) are always saved (gate and up for SwiGLU, fc1's output
     # otherwise); the down projection's input only for its weight or adapter. Fused kernels
     # recompute SwiGLU's product; eager ones keep silu(gate) as well.
-    activation_inputs = np.where(gated, 2.0, 1.0)
+    activation_inputs = ops.where(gated, 2.0, 1.0)
     # (op-level selective recompute redoes elementwise outputs such as this one instead of keeping them)
-    eager_extra = np.where(gated & ((x.fused_kernels == 0) | (x.swiglu_saves_activation > 0)) & ~op_level, 1.0, 0.0)
-    down_input = np.where(full, 1.0 - op_level, np.where(keeps_input, 1.0, x.lora_down)
+    eager_extra = ops.where(gated & ((x.fused_kernels == 0) | (x.swiglu_saves_activation > 0)) & ~op_level, 1.0, 0.0)
+    down_input = ops.where(full, 1.0 - op_level, ops.where(keeps_input, 1.0, x.lora_down)
                           + x.lora_down * x.lora_dropout * (1 + 1 / e))
     dense_mlp = (e * (activation_inputs + eager_extra) + e * down_input) * x.ffn_hidden / x.tp
     moe_mlp = e * (x.top_k * (x.hidden + x.mlp_matrices * x.expert_ffn_hidden)
@@ -208,7 +209,7 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     mlp = (1 - moe_fraction) * dense_mlp + moe_fraction * moe_mlp
     whole = tokens * (replicated + attention + o_input + scores + lse + mlp)
     layer_input = tokens * e * x.hidden / rep  # all that full recompute keeps
-    return np.where(recompute == 2, layer_input, whole), whole
+    return ops.where(recompute == 2, layer_input, whole), whole
 
 
 def in_flight_layers(x: Inputs):
@@ -216,11 +217,11 @@ def in_flight_layers(x: Inputs):
     keeps min(pp, m) micro-batches in flight on it), or the second where an embedding slot took one
     of the first stage's layers (min(pp − 1, m) in flight)."""
     layers_per_stage = x.layers_per_stage
-    first = x.stage_slots - np.where(x.pp > 1, x.pp_embedding_slot, 0.0)
-    one_f_one_b = np.maximum(first * np.minimum(x.pp, x.micro_batches),
-                             layers_per_stage * np.minimum(x.pp - 1, x.micro_batches))
+    first = x.stage_slots - ops.where(x.pp > 1, x.pp_embedding_slot, 0.0)
+    one_f_one_b = ops.maximum(first * ops.minimum(x.pp, x.micro_batches),
+                             layers_per_stage * ops.minimum(x.pp - 1, x.micro_batches))
     interleaved = x.stage_slots * x.pp * (1 + (x.pp - 1) / (x.pp * x.vpp))
-    return np.where(x.vpp > 1, np.minimum(interleaved, layers_per_stage * x.micro_batches), one_f_one_b)
+    return ops.where(x.vpp > 1, ops.minimum(interleaved, layers_per_stage * x.micro_batches), one_f_one_b)
 
 
 @_memoized
@@ -236,12 +237,12 @@ def logits_bytes(x: Inputs, p: ModelParameters):
     (Liger, Unsloth) never builds the logits, only a chunk of about hidden/vocab of them at a time
     (Liger's chunk size: tokens·hidden/vocab), i.e. ~hidden elements per token."""
     tokens = x.micro_batch * x.seq_len / x.cp
-    chunked = x.activation_bytes * np.where(x.fused_kernels > 0, 1.0, 2.0)
+    chunked = x.activation_bytes * ops.where(x.fused_kernels > 0, 1.0, 2.0)
     # the full loss's three fp32 tensors (log-softmax, its gradient, its input's gradient) are 16-bit
     # when it runs in the training precision (`loss_upcast: false`)
     full = p.logits_bytes_per_element * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))
-    per_element = np.where(x.loss_kind == 0, full, np.where(x.loss_kind == 3, x.activation_bytes, chunked))
-    vocab_local = np.where(x.loss_kind == 2, np.minimum(x.hidden, x.vocab), x.vocab) / x.tp
+    per_element = ops.where(x.loss_kind == 0, full, ops.where(x.loss_kind == 3, x.activation_bytes, chunked))
+    vocab_local = ops.where(x.loss_kind == 2, ops.minimum(x.hidden, x.vocab), x.vocab) / x.tp
     return tokens * vocab_local * per_element
 
 
@@ -254,102 +255,103 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     dense, experts = local_parameter_counts(x)
     trainable_dense, trainable_expert = trainable_parameter_counts(x)
     shard_dense = x.dp * x.cp
-    shard_expert = np.maximum(x.dp * x.cp / x.ep, 1.0)
+    shard_expert = ops.maximum(x.dp * x.cp / x.ep, 1.0)
     full = x.method == 0
 
     def sharded(count_dense, count_expert, on):
         """Divide by the data-parallel group where the ZeRO stage shards this kind of state."""
-        return np.where(on, count_dense / shard_dense + count_expert / shard_expert, count_dense + count_expert)
+        return ops.where(on, count_dense / shard_dense + count_expert / shard_expert, count_dense + count_expert)
 
     # weights: 16-bit copies (full) or the frozen base + adapters (LoRA/QLoRA), ZeRO-3 sharded;
     # ZeRO-3/FSDP gathers a layer (and prefetches the next) in full before using it
     fsdp = x.zero >= 3
-    frozen = _frozen_base_bytes(x) / np.where(fsdp, shard_dense, 1.0) if np.any(~full) else 0.0
-    resident = np.where(full, x.weight_bytes * sharded(dense, experts, fsdp), frozen)
-    adapter_bytes = np.where(x.master_weights > 0, 4.0, x.weight_bytes)  # PEFT keeps adapters in fp32 under AMP
+    frozen = _frozen_base_bytes(x) / ops.where(fsdp, shard_dense, 1.0) if ops.any(~full) else 0.0
+    resident = ops.where(full, x.weight_bytes * sharded(dense, experts, fsdp), frozen)
+    adapter_bytes = ops.where(x.master_weights > 0, 4.0, x.weight_bytes)  # PEFT keeps adapters in fp32 under AMP
     # embeddings trained beside LoRA (PEFT `modules_to_save`): a trained copy in the model's
     # precision beside the frozen original, so two 16-bit copies, 16-bit gradients and moments
-    ends = np.where(full, 0.0, x.train_embeddings * _end_parameters(x))
-    ends_local = np.where(fsdp, ends / shard_dense, ends)
-    adapters = np.where(full, 0.0, adapter_bytes * (sharded(trainable_dense, trainable_expert, fsdp) - ends_local)
+    ends = ops.where(full, 0.0, x.train_embeddings * _end_parameters(x))
+    ends_local = ops.where(fsdp, ends / shard_dense, ends)
+    adapters = ops.where(full, 0.0, adapter_bytes * (sharded(trainable_dense, trainable_expert, fsdp) - ends_local)
                         + 2 * x.weight_bytes * ends_local)
     params_offloaded = x.parameters_offloaded
-    resident = np.where(params_offloaded, 0.0, resident)
-    layers = np.maximum(x.layers_per_stage, 1.0)
+    resident = ops.where(params_offloaded, 0.0, resident)
+    layers = ops.maximum(x.layers_per_stage, 1.0)
     layer_params = (dense + experts) / layers
     # a group of one has nothing to gather: FSDP then runs as NO_SHARD ("FSDP is switching to use
     # NO_SHARD ... since the world size is 1", torch/distributed/fsdp/_init_utils.py), so only a
     # kind of weight that is split (or fetched from the host) needs gather buffers
-    gathered_dense = np.where(params_offloaded | (fsdp & (shard_dense > 1)), dense, 0.0)
-    gathered_experts = np.where(params_offloaded | (fsdp & (shard_expert > 1)), experts, 0.0)
+    gathered_dense = ops.where(params_offloaded | (fsdp & (shard_dense > 1)), dense, 0.0)
+    gathered_experts = ops.where(params_offloaded | (fsdp & (shard_expert > 1)), experts, 0.0)
     # gathered as stored: a frozen quantized base travels and is held in its storage format
     # (FSDP over bitsandbytes' quant_storage, Answer.AI's FSDP-QLoRA)
-    stored = np.where(full, x.weight_bytes, _frozen_base_bytes(x) / np.maximum(dense + experts, 1.0))
+    stored = ops.where(full, x.weight_bytes, _frozen_base_bytes(x) / ops.maximum(dense + experts, 1.0))
     gathered = 2 * (gathered_dense + gathered_experts) / layers * stored
     weights = resident + adapters + gathered
 
     # optimizer states: sharded from ZeRO-1 and on the host when offloaded; a paged optimizer's
     # moments live in unified memory outside the allocator (the fp32 master copy does not)
     trainable_local = sharded(trainable_dense, trainable_expert, x.zero >= 1)
-    ends_states = np.where(x.zero >= 1, ends / shard_dense, ends)
-    master_bytes = np.where((x.master_weights > 0) & full, 4.0, 0.0)
+    ends_states = ops.where(x.zero >= 1, ends / shard_dense, ends)
+    master_bytes = ops.where((x.master_weights > 0) & full, 4.0, 0.0)
     moments = ((x.optimizer_bytes - master_bytes) * (trainable_local - ends_states)
                + x.embedding_state_bytes * ends_states)
     off_gpu = x.optimizer_offloaded
-    paged = np.where(off_gpu, 0.0, x.paged_optimizer * moments)
-    optimizer = np.where(off_gpu, 0.0, master_bytes * trainable_local + moments - paged)
+    paged = ops.where(off_gpu, 0.0, x.paged_optimizer * moments)
+    optimizer = ops.where(off_gpu, 0.0, master_bytes * trainable_local + moments - paged)
 
     gradients = _gradient_bytes(x, dense, experts, trainable_dense, trainable_expert, sharded)
     # the trained embedding copies' gradients are in the model's precision, not the adapters' fp32
-    ends_grads = np.where(x.zero >= 2, ends / shard_dense, ends)
-    gradients = gradients - np.where((x.method > 0) & (x.master_weights > 0), (4.0 - x.weight_bytes) * ends_grads, 0.0)
+    ends_grads = ops.where(x.zero >= 2, ends / shard_dense, ends)
+    gradients = gradients - ops.where((x.method > 0) & (x.master_weights > 0), (4.0 - x.weight_bytes) * ends_grads, 0.0)
     accumulating = (x.micro_batches > 1) & (x.optimizer_in_backward == 0)
-    gradients_forward = np.where(accumulating | (x.persistent_grad_buffer > 0), gradients, 0.0)
+    gradients_forward = ops.where(accumulating | (x.persistent_grad_buffer > 0), gradients, 0.0)
     # optimizer-in-backward frees each gradient once applied: the largest one alive at a time is a
     # layer's (the next layer's may already be arriving) or the embedding's
-    largest = np.maximum(2 * layer_params, _end_parameters(x))
-    share = np.minimum(largest / np.maximum(trainable_dense + trainable_expert, 1.0), 1.0)
-    gradients_backward = np.where(x.optimizer_in_backward > 0, gradients * share, gradients)
+    largest = ops.maximum(2 * layer_params, _end_parameters(x))
+    share = ops.minimum(largest / ops.maximum(trainable_dense + trainable_expert, 1.0), 1.0)
+    gradients_backward = ops.where(x.optimizer_in_backward > 0, gradients * share, gradients)
 
     saved, _ = activation_bytes_per_layer(x)
     # AutoGPTQ's torch path runs torch.matmul on a dequantized 16-bit weight, which autograd keeps
     # for the input's gradient: a 16-bit copy of every layer whose activations are held
-    dequantized = x.dequant_saved_for_backward * 2.0 * _stage_linear_parameters(x) / np.maximum(x.layers_per_stage, 1.0)
-    saved = saved + np.where(x.recompute == 2, 0.0, dequantized)
+    dequantized = (x.dequant_saved_for_backward * 2.0 * _stage_linear_parameters(x)
+                   / ops.maximum(x.layers_per_stage, 1.0))
+    saved = saved + ops.where(x.recompute == 2, 0.0, dequantized)
     in_flight = in_flight_layers(x)
     # offloaded activations: only the layers being moved stay on the GPU (one each way)
-    stage_saved = np.where(x.activation_offload > 0, np.minimum(in_flight, 2.0) * saved, saved * in_flight)
-    last_stage = saved * np.where(x.activation_offload > 0, 2.0, x.end_stage_layers) + logits_bytes(x, p)
-    activations_forward = np.where(x.pp > 1, np.maximum(stage_saved, last_stage), stage_saved + logits_bytes(x, p))
+    stage_saved = ops.where(x.activation_offload > 0, ops.minimum(in_flight, 2.0) * saved, saved * in_flight)
+    last_stage = saved * ops.where(x.activation_offload > 0, 2.0, x.end_stage_layers) + logits_bytes(x, p)
+    activations_forward = ops.where(x.pp > 1, ops.maximum(stage_saved, last_stage), stage_saved + logits_bytes(x, p))
     # end of backward: the layer being backpropagated, whole under any policy: full recompute
     # rebuilds all of it, selective rebuilds the tensors it dropped beside the kept ones for that
     # layer's backward (Korthikanti et al. 2022 §5), no recompute kept it all
-    recomputes = np.any(x.recompute > 0)
+    recomputes = ops.any(x.recompute > 0)
     activations_backward = activation_bytes_per_layer(x, 0.0 if recomputes else None)[1] + dequantized
 
     # the backward starts at the output head: its weight gradient appears at once (unless it is
     # frozen or already there)
     head_trains = full | (x.train_embeddings > 0)
-    head_gradient = np.where(head_trains & (gradients_forward == 0), x.vocab * x.hidden / x.tp * x.grad_bytes, 0.0)
-    head_gradient = np.where(x.zero >= 2, head_gradient / shard_dense, head_gradient)
+    head_gradient = ops.where(head_trains & (gradients_forward == 0), x.vocab * x.hidden / x.tp * x.grad_bytes, 0.0)
+    head_gradient = ops.where(x.zero >= 2, head_gradient / shard_dense, head_gradient)
     forward = weights + optimizer + gradients_forward + head_gradient + activations_forward
     backward = weights + optimizer + gradients_backward + activations_backward
-    allocated = np.maximum(forward, backward)
-    phase = np.where(forward >= backward, 0.0, 1.0)
+    allocated = ops.maximum(forward, backward)
+    phase = ops.where(forward >= backward, 0.0, 1.0)
     # the allocator's reserved peak is the larger moment with its own fragmentation: taking the
     # allocated peak's moment alone would jump up when a smaller gradient set (ZeRO-2) moves the
     # peak from the end of the backward to the activation-heavy end of the forward
     held_forward = forward + p.allocator_overhead_fraction * activations_forward
     held_backward = backward + p.allocator_overhead_fraction * activations_backward
-    held_phase = np.where(held_forward >= held_backward, 0.0, 1.0)  # the moment the parts describe
-    activations = np.where(held_phase == 0, activations_forward, activations_backward)
+    held_phase = ops.where(held_forward >= held_backward, 0.0, 1.0)  # the moment the parts describe
+    activations = ops.where(held_phase == 0, activations_forward, activations_backward)
     reserve = p.allocator_overhead_fraction * activations
-    reserved = np.maximum(held_forward, held_backward)
+    reserved = ops.maximum(held_forward, held_backward)
     talks = (x.tp * x.pp * x.cp * x.dp) > 1
-    outside = p.cuda_context_gib * GIB + np.where(talks, p.comm_buffers_gib * GIB, 0.0)
+    outside = p.cuda_context_gib * GIB + ops.where(talks, p.comm_buffers_gib * GIB, 0.0)
     return {
         "weights": weights, "optimizer": optimizer, "paged": paged,
-        "gradients": np.where(held_phase == 0, gradients_forward + head_gradient, gradients_backward),
+        "gradients": ops.where(held_phase == 0, gradients_forward + head_gradient, gradients_backward),
         "activations": activations, "other": reserve + outside,
         "allocated": allocated, "reserved": reserved, "device": reserved + outside,
         "phase": phase,
@@ -362,18 +364,18 @@ def _gradient_bytes(x: Inputs, dense, experts, trainable_dense, trainable_expert
     one flat parameter, every weight gets a gradient, in the weights' precision."""
     fsdp = x.zero >= 3
     all_weights = fsdp & (x.method > 0) & (x.fsdp_frozen_params_get_grads > 0)
-    count_dense = np.where(all_weights, dense, trainable_dense)
-    count_expert = np.where(all_weights, experts, trainable_expert)
-    element = np.where(all_weights, x.weight_bytes, x.grad_bytes)
+    count_dense = ops.where(all_weights, dense, trainable_dense)
+    count_expert = ops.where(all_weights, experts, trainable_expert)
+    element = ops.where(all_weights, x.weight_bytes, x.grad_bytes)
     # frozen LoRA weights carry no gradient but the adapters do, in their own (fp32 under AMP) dtype
-    element = np.where((x.method > 0) & ~all_weights, np.where(x.master_weights > 0, 4.0, x.weight_bytes), element)
+    element = ops.where((x.method > 0) & ~all_weights, ops.where(x.master_weights > 0, 4.0, x.weight_bytes), element)
     unsharded = fsdp & (x.fsdp_unsharded_accumulation > 0) & (x.micro_batches > 1)
     grads = element * sharded(count_dense, count_expert, (x.zero >= 2) & ~unsharded)
     # ZeRO-Offload keeps only the 16-bit gradients the GPU produces; fp32 ones live on the host,
     # and with ZeRO-2/3 each reduced partition leaves for the host at once (a couple of layers' worth)
     offloaded = x.optimizer_offloaded
-    in_buckets = np.minimum(grads, 2 * grads / np.maximum(x.layers_per_stage, 1.0))
-    return np.where(offloaded, np.where(x.zero >= 2, in_buckets, grads) * x.weight_bytes / element, grads)
+    in_buckets = ops.minimum(grads, 2 * grads / ops.maximum(x.layers_per_stage, 1.0))
+    return ops.where(offloaded, ops.where(x.zero >= 2, in_buckets, grads) * x.weight_bytes / element, grads)
 
 
 def memory_breakdown_bytes(x: Inputs, p: ModelParameters):

@@ -1,0 +1,111 @@
+"""Elementwise operations on a number or an array of numbers: the model core's numpy vocabulary.
+
+The planner runs the core on arrays of configurations, one estimate on single numbers. A numpy
+call on single numbers costs about 1 µs of dispatch against ~0.05 µs for the same expression on
+floats, and most of a single estimate is such calls: each function here takes the float path
+when no argument is an array, numpy's otherwise, with numpy's semantics on both (NaN propagates
+through `maximum` and `minimum`, `fmin` skips it, `nan_to_num` maps ±inf to the largest finite
+float). Single numbers enter the core as `np.float64` (inputs.py), so a division by zero gives
+inf or NaN as an array's element would, not an exception.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["where", "maximum", "minimum", "fmin", "any", "all", "ceil", "floor", "log2", "isfinite", "nan_to_num",
+           "divide", "distinct_values"]
+
+_ARRAY = np.ndarray
+_LARGEST = np.finfo(np.float64).max
+
+
+def where(condition: Any, if_true: Any, if_false: Any) -> Any:
+    """np.where: `if_true` where `condition` holds, else `if_false`."""
+    if type(condition) is _ARRAY or type(if_true) is _ARRAY or type(if_false) is _ARRAY:
+        return np.where(condition, if_true, if_false)
+    return if_true if condition else if_false
+
+
+def maximum(a: Any, b: Any) -> Any:
+    """np.maximum: the larger, NaN if either is NaN."""
+    if type(a) is _ARRAY or type(b) is _ARRAY:
+        return np.maximum(a, b)
+    return a if (a >= b or a != a) else b
+
+
+def minimum(a: Any, b: Any) -> Any:
+    """np.minimum: the smaller, NaN if either is NaN."""
+    if type(a) is _ARRAY or type(b) is _ARRAY:
+        return np.minimum(a, b)
+    return a if (a <= b or a != a) else b
+
+
+def fmin(a: Any, b: Any) -> Any:
+    """np.fmin: the smaller, ignoring a NaN (unknown) side."""
+    if type(a) is _ARRAY or type(b) is _ARRAY:
+        return np.fmin(a, b)
+    if a != a:
+        return b
+    return a if (b != b or a <= b) else b
+
+
+def any(value: Any) -> bool:  # noqa: A001 - numpy's name, as the core read before
+    """np.any: whether any element holds."""
+    return bool(value.any()) if type(value) is _ARRAY else bool(value)
+
+
+def all(value: Any) -> bool:  # noqa: A001
+    """np.all: whether every element holds."""
+    return bool(value.all()) if type(value) is _ARRAY else bool(value)
+
+
+def ceil(value: Any) -> Any:
+    """np.ceil (±inf and NaN unchanged)."""
+    if type(value) is _ARRAY:
+        return np.ceil(value)
+    return np.float64(math.ceil(value)) if math.isfinite(value) else value
+
+
+def floor(value: Any) -> Any:
+    """np.floor (±inf and NaN unchanged)."""
+    if type(value) is _ARRAY:
+        return np.floor(value)
+    return np.float64(math.floor(value)) if math.isfinite(value) else value
+
+
+def log2(value: Any) -> Any:
+    """np.log2 of a positive value."""
+    return np.log2(value) if type(value) is _ARRAY else np.float64(math.log2(value))
+
+
+def isfinite(value: Any) -> Any:
+    """np.isfinite."""
+    return np.isfinite(value) if type(value) is _ARRAY else math.isfinite(value)
+
+
+def nan_to_num(value: Any, nan: float = 0.0) -> Any:
+    """np.nan_to_num: NaN → `nan`, ±inf → ± the largest finite float."""
+    if type(value) is _ARRAY:  # np.nan_to_num's own checks cost more than these two ufuncs
+        return np.clip(np.where(value != value, nan, value), -_LARGEST, _LARGEST)
+    if value != value:
+        return nan
+    if math.isinf(value):
+        return _LARGEST if value > 0 else -_LARGEST
+    return value
+
+
+def divide(numerator: Any, denominator: Any, default: float) -> Any:
+    """numerator / denominator where the denominator is positive, `default` elsewhere."""
+    if type(numerator) is _ARRAY or type(denominator) is _ARRAY:
+        out = np.full(np.broadcast_shapes(np.shape(numerator), np.shape(denominator)), default, dtype=float)
+        return np.divide(numerator, denominator, out=out, where=denominator > 0)
+    return numerator / denominator if denominator > 0 else default
+
+
+def distinct_values(value: Any) -> set[float]:
+    """The set of values an array (or a number) takes."""
+    return set(np.unique(value).tolist()) if type(value) is _ARRAY else {float(value)}
