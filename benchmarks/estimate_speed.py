@@ -4,9 +4,10 @@
     python benchmarks/estimate_speed.py --baseline /tmp/base     # … beside a previous checkout
 
 Per job: min / median / max over 7 rounds of `repeats` calls (after 50 warm-up calls), in ms per
-estimate. With `--baseline`, this checkout and the baseline run in alternating fresh processes
-(3 each), so a machine that gets busier slows both alike: compare the ratio, not absolute numbers
-across runs.
+estimate of the process's CPU time (`time.process_time`: an estimate is single-threaded, and CPU
+time leaves out the time other processes on a shared machine take the core away). With
+`--baseline`, this checkout and the baseline run in alternating fresh processes (3 each), so a
+machine that gets busier slows both alike: compare the ratio, not absolute numbers across runs.
 """
 
 from __future__ import annotations
@@ -45,10 +46,10 @@ def rounds_ms(job, repeats: int, n_rounds: int = 7) -> list[float]:
         estimate(job)
     rounds = []
     for _ in range(n_rounds):
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(repeats):
             estimate(job)
-        rounds.append((time.perf_counter() - start) / repeats * 1e3)
+        rounds.append((time.process_time() - start) / repeats * 1e3)
     return rounds
 
 

@@ -198,6 +198,17 @@ class Inputs:
     tokenize_rate_per_core: Any
     kernel_launch_us: Any
 
+    @classmethod
+    def from_numbers(cls, values: dict[str, Any]) -> Inputs:
+        """Inputs from a dict holding every field, set directly: the frozen dataclass's `__init__`
+        sets ~150 fields one `object.__setattr__` at a time, a third of flattening a job."""
+        if values.keys() != _FIELD_NAMES:
+            missing, unknown = _FIELD_NAMES - values.keys(), values.keys() - _FIELD_NAMES
+            raise TypeError(f"Inputs fields missing {sorted(missing)[:3]}, unknown {sorted(unknown)[:3]}")
+        made = object.__new__(cls)
+        made.__dict__.update(values)
+        return made
+
     def with_values(self, **changes: Any) -> Inputs:
         """A copy with some fields changed. Copies the field dict rather than calling `__init__`
         with all ~150 fields (`dataclasses.replace`): the estimate path does this on every call."""
@@ -305,7 +316,7 @@ def inputs_from_job(job: Job, params: ModelParameters) -> Inputs:
               **_link_fields(job), **_host_fields(job, params)}
     # np.float64, not Python numbers: the core then divides by zero as an array would (inf or NaN
     # in a branch np.where discards), where a Python float would raise (see ops.py)
-    return Inputs(**{name: np.float64(value) for name, value in fields.items()})
+    return Inputs.from_numbers(dict(zip(fields, np.array(list(fields.values()), dtype=float), strict=True)))
 
 
 def model_fields(m: ModelSpec) -> dict[str, float]:
