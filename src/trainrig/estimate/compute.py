@@ -65,9 +65,11 @@ class GemmBatch:
     def __init__(self) -> None:
         self._shapes: list[tuple] = []
         self._head: list[int] = []  # GEMMs at the output head's precision (`head_gemm_peak_tflops`)
+        self._any_array = False  # whether some shape varies over configurations (an array)
 
     def add(self, m, n, k, batch=1.0) -> int:
         self._shapes.append((m, n, k, batch))
+        self._any_array = self._any_array or np.ndarray in (type(m), type(n), type(k), type(batch))
         return len(self._shapes) - 1
 
     def linear(self, tokens, fan_in, fan_out, head: bool = False) -> tuple[int, int, int]:
@@ -97,7 +99,7 @@ class GemmBatch:
         """(m, n, k, batch) of every GEMM along a new axis 1, and the number of trailing axes the
         configurations take (broadcast against the GEMM's per-configuration rates)."""
         rate_shape = np.shape(x.gemm_peak_tflops)
-        if not any(type(v) is np.ndarray for shape in self._shapes for v in shape):
+        if not self._any_array:
             # one configuration's shapes (the estimate path): one conversion, broadcast later
             stacked = np.array(self._shapes, dtype=float).T
             return stacked.reshape(stacked.shape + (1,) * len(rate_shape)), len(rate_shape)

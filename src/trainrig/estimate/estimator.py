@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -101,9 +102,13 @@ def doubled_resource_inputs(base: Inputs) -> Inputs:
         "storage_read_gbs": (index["storage"], 2.0),
         "storage_write_gbs": (index["storage"], 2.0),
     }
+    ones = np.ones(len(RESOURCES) + 1)
     columns = {}
     for name, (row, factor) in twice.items():
-        column = np.full(len(RESOURCES) + 1, getattr(base, name), dtype=float)
+        value = getattr(base, name)
+        if value == 0 or not math.isfinite(value):
+            continue  # unknown (NaN), unlimited or zero: twice is the same, one number serves every row
+        column = value * ones
         column[row] *= factor
         columns[name] = column
     return base.with_values(**columns)

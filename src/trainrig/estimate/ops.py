@@ -24,8 +24,9 @@ _LARGEST = np.finfo(np.float64).max
 
 
 def where(condition: Any, if_true: Any, if_false: Any) -> Any:
-    """np.where: `if_true` where `condition` holds, else `if_false`."""
-    if type(condition) is _ARRAY or type(if_true) is _ARRAY or type(if_false) is _ARRAY:
+    """np.where: `if_true` where `condition` holds, else `if_false`. A single condition picks one
+    side as it is (a number or an array: the same values as np.where's broadcast of it)."""
+    if type(condition) is _ARRAY:
         return np.where(condition, if_true, if_false)
     return if_true if condition else if_false
 
