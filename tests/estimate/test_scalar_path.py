@@ -118,3 +118,17 @@ def test_twice_the_compute_doubles_every_gemm_peak():
         column = getattr(rows, name)
         assert column[compute] == 2 * getattr(x, name), name
         assert all(column[i] == getattr(x, name) for i in range(len(column)) if i != compute), name
+
+
+@pytest.mark.parametrize("mapping", JOBS, ids=lambda m: m["model"])
+def test_the_estimate_is_a_valid_estimate(mapping):
+    """`estimate` builds its result without re-validation: every field must already be of its type,
+    so validating a dump of it gives the same object back, and its JSON holds plain numbers."""
+    from trainrig import estimate
+    from trainrig.estimate.result import Estimate
+
+    est = estimate(load_job(mapping))
+    assert Estimate.model_validate(est.model_dump()) == est
+    assert Estimate.model_validate_json(est.model_dump_json()) == est
+    assert type(est.fits) is bool and type(est.step_time_s) is float
+    assert all(type(v) is float for v in est.speedup_if_2x.values())

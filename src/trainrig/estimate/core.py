@@ -221,8 +221,10 @@ def _core_sharing(x: Inputs, host, gpu):
     process keeps a core busy for its issuing share of the pass (all of it when launch-bound), and a
     fair-share scheduler stretches every process's issue by demand / cores once the demand exceeds
     the cores. 1 with enough cores or an unknown count."""
-    demand = x.gpus_per_node * _issuing_share(host, gpu)
     cores = x.cpu_cores_per_node
+    if not ops.any(ops.isfinite(cores)):  # no row knows its cores (NaN): nothing to share
+        return 1.0
+    demand = x.gpus_per_node * _issuing_share(host, gpu)
     return ops.where(ops.isfinite(cores) & (demand > cores), demand / ops.where(cores > 0, cores, 1.0), 1.0)
 
 
@@ -688,6 +690,9 @@ def _data_loading_exposed_s(x: Inputs, p: ModelParameters, gpu_busy, host_issue_
     process loads its own share in its own loop, before the step: all of it shows. CPU: tokens
     over the cores that load × the per-core rate (`_loader_cores`); storage: the bytes of those
     tokens over the node's read rate. Unknown cores or storage are not modelled (NaN → 0)."""
+    cores, storage = x.cpu_cores_per_node, x.storage_read_gbs
+    if not ops.any((cores == cores) | (storage == storage)):
+        return 0.0  # neither cores nor storage known (NaN) in any row: every term below is NaN → 0
     tokens_per_node = x.global_batch * x.seq_len / _loading_nodes(x)
     rate = ops.where(x.pretokenized > 0, x.collate_rate_per_core, x.tokenize_rate_per_core)
     read_s = ops.nan_to_num(tokens_per_node * p.bytes_per_token_on_disk / (x.storage_read_gbs * 1e9), nan=0.0)

@@ -42,12 +42,14 @@ def estimate(
     gpu_hours = total_s * job.hardware.n_gpus / 3600 if total_s is not None else None
     cost = gpu_hours * price_usd_per_gpu_hour if gpu_hours is not None and price_usd_per_gpu_hour else None
     bottleneck, message = _bottleneck(row, speedups, job)
-    return Estimate(
+    # built from the model's own numbers, each already of its field's type: validation would only re-check them
+    # (tests/estimate/test_scalar_path.py validates what this builds)
+    return Estimate.model_construct(
         fits=fits,
         fit_message=fit_message,
         fit_fixes=fit_fixes,
         memory_per_gpu_gib=row["memory_bytes"] / GIB,
-        memory_capacity_gib=job.hardware.gpu.memory_gib,
+        memory_capacity_gib=float(job.hardware.gpu.memory_gib),
         memory_allocated_gib=row["memory_allocated_bytes"] / GIB,
         memory_reserved_gib=row["memory_reserved_bytes"] / GIB,
         memory_peak_phase=PEAK_PHASES[int(row["memory_peak_phase"])],
@@ -70,7 +72,7 @@ def estimate(
         total_time_s=total_s,
         gpu_hours=gpu_hours,
         cost_usd=cost,
-        price_usd_per_gpu_hour=price_usd_per_gpu_hour,
+        price_usd_per_gpu_hour=None if price_usd_per_gpu_hour is None else float(price_usd_per_gpu_hour),
         host_ram_gb_per_node=row["host_ram_gb_per_node"],
         config=_config(job),
         warnings=_warnings(job, row),

@@ -90,8 +90,8 @@ def isfinite(value: Any) -> Any:
 
 def nan_to_num(value: Any, nan: float = 0.0) -> Any:
     """np.nan_to_num: NaN → `nan`, ±inf → ± the largest finite float."""
-    if type(value) is _ARRAY:  # np.nan_to_num's own checks cost more than these two ufuncs
-        return np.clip(np.where(value != value, nan, value), -_LARGEST, _LARGEST)
+    if type(value) is _ARRAY:  # np.nan_to_num's own checks cost more than these ufuncs
+        return np.where(value != value, nan, np.minimum(np.maximum(value, -_LARGEST), _LARGEST))
     if value != value:
         return nan
     if math.isinf(value):
@@ -102,8 +102,8 @@ def nan_to_num(value: Any, nan: float = 0.0) -> Any:
 def divide(numerator: Any, denominator: Any, default: float) -> Any:
     """numerator / denominator where the denominator is positive, `default` elsewhere."""
     if type(numerator) is _ARRAY or type(denominator) is _ARRAY:
-        out = np.full(np.broadcast_shapes(np.shape(numerator), np.shape(denominator)), default, dtype=float)
-        return np.divide(numerator, denominator, out=out, where=denominator > 0)
+        positive = denominator > 0
+        return np.where(positive, numerator / np.where(positive, denominator, 1.0), default)
     return numerator / denominator if denominator > 0 else default
 
 

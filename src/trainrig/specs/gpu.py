@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 from pydantic import Field
@@ -99,10 +100,7 @@ class GPU(CatalogEntry):
     @property
     def attention_kernels(self) -> tuple[str, ...]:
         """The `training.attention_kernel` values this GPU runs (see ATTENTION_KERNEL_ARCHITECTURES)."""
-        support = self.flash_attention_support
-        runs = {"eager", "sdpa"} | ({"fa1"} if support >= 1 else set()) | ({"fa2"} if support >= 2 else set())
-        runs |= {k for k, archs in ATTENTION_KERNEL_ARCHITECTURES.items() if self.architecture in archs}
-        return tuple(k for k in ATTENTION_KERNELS if k in runs)
+        return _attention_kernels(self.architecture)
 
     def sdpa_backend(self) -> str:
         """The kernel PyTorch's scaled_dot_product_attention dispatches to here for causal training:
@@ -153,3 +151,11 @@ ATTENTION_KERNEL_SPEED = {
     ("cudnn", "Hopper"): (539 / 335, 516 / 322),
 }
 MXFP8_ARCHITECTURES = ("Blackwell",)
+
+
+@functools.cache  # a handful of architectures; every estimate asks a few times
+def _attention_kernels(architecture: str) -> tuple[str, ...]:
+    support = FLASH_ATTENTION_BY_ARCHITECTURE.get(architecture, 2)
+    runs = {"eager", "sdpa"} | ({"fa1"} if support >= 1 else set()) | ({"fa2"} if support >= 2 else set())
+    runs |= {k for k, archs in ATTENTION_KERNEL_ARCHITECTURES.items() if architecture in archs}
+    return tuple(k for k in ATTENTION_KERNELS if k in runs)
