@@ -120,12 +120,26 @@ def linear_time_s(tokens, fan_in, fan_out, x: Inputs, p: ModelParameters, weight
     return t[forward], t[input_grad] + ops.where(weight_grads, t[weight_grad], 0.0)
 
 
+# Keys per tile of a block-sparse attention kernel: FlexAttention's default BLOCK_SIZE (128,
+# torch.nn.attention.flex_attention.create_block_mask), the size of FlashAttention-2's key blocks.
+ATTENTION_KEY_TILE = 128.0
+
+
+def fused_attention_keys(x: Inputs):
+    """Keys a fused attention kernel computes per query, with fully masked tiles skipped: causal ≈
+    half the sequence; a sliding window, the window. Packed samples that attend only within
+    themselves (`packed_sample_len` l, document masking): a query sees (l + 1)/2 keys of its own
+    sample on average, and the tiles a sample boundary cuts are computed whole, about one more key
+    tile per query (for short samples, the tile holding the query and the one before it)."""
+    keys = ops.minimum(x.seq_len, x.context_len_cap)
+    seen = ops.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
+    return ops.minimum(seen, (x.packed_sample_len + 1) / 2 + ATTENTION_KEY_TILE)
+
+
 def flash_forward_flops(tokens_q, heads, x: Inputs):
     """FLOPs a flash-attention forward executes: QKᵀ and attention·V over the keys each query
-    sees, with fully masked blocks skipped (causal ≈ half; a sliding window sees the window)."""
-    keys = ops.minimum(x.seq_len, x.context_len_cap)
-    causal_keys = ops.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
-    return 4 * tokens_q * causal_keys * heads * x.head_dim
+    sees (`fused_attention_keys`)."""
+    return 4 * tokens_q * fused_attention_keys(x) * heads * x.head_dim
 
 
 def eager_elementwise_scale(x: Inputs, p: ModelParameters):
@@ -139,9 +153,10 @@ def attention_key_ramp(x: Inputs, p: ModelParameters):
     ATTENTION_REFERENCE_KEYS (where `attention_efficiency` is measured): k / (k + overhead), the
     per-block fixed work (loading Q, writing O and the log-sum-exp, the masked diagonal block) over
     the key blocks it streams (`attention_key_overhead`). Causal queries see (s+1)/2 keys on average;
-    a context-parallel ring calls the kernel once per K/V chunk of s/cp keys (Ulysses: whole sequence)."""
+    a context-parallel ring calls the kernel once per K/V chunk of s/cp keys (Ulysses: whole sequence);
+    document-masked packed samples, their own (`fused_attention_keys`)."""
     keys = ops.minimum(x.seq_len, x.context_len_cap)
-    seen = ops.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
+    seen = fused_attention_keys(x)
     seen = ops.where((x.cp > 1) & (x.cp_kind != 2), ops.minimum(seen, keys / x.cp), seen)
     overhead = p.attention_key_overhead
     return (seen / (seen + overhead)) / (ATTENTION_REFERENCE_KEYS / (ATTENTION_REFERENCE_KEYS + overhead))

@@ -596,9 +596,11 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     layers = ops.maximum(x.layers_per_stage, 1.0)
     window_fwd, window_bwd = _data_parallel_windows_s(x, p, micro)
     m = x.micro_batches
-    bucket_bytes = p.dp_bucket_mb * 2.0**20
+    bucket_mb_bytes = p.dp_bucket_mb * 2.0**20
 
     def buckets(count_dense, count_expert, element_bytes):
+        # the framework's bucket of elements (DeepSpeed reduce_bucket_size), else dp_bucket_mb
+        bucket_bytes = ops.where(x.dp_bucket_elements > 0, x.dp_bucket_elements * element_bytes, bucket_mb_bytes)
         return ops.maximum(ops.ceil((count_dense + count_expert) * element_bytes / bucket_bytes), 1.0)
 
     def exposed(traffic, last_unit, window):

@@ -263,6 +263,9 @@ def _assumptions(job: Job) -> list[str]:
     if recipe is not None and t.fp8_recipe is None:
         said.append(f"fp8 {FP8_RECIPE_NAMES[recipe]} on the linear layers, attention and output head in bf16"
                     f" (fp8_recipe: {recipe})")
+    if t.packing and "packing" in given and t.packed_sample_len is None:
+        said.append("packed samples attend across their boundaries, causal over seq_len (packed_sample_len"
+                    " unset: no document mask)")
     if "framework" not in given:
         said.append("no framework-specific behaviour (framework: custom)")
     if t.method == "full" and t.precision != "fp32" and "master_weights" not in given:

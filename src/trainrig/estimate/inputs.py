@@ -155,6 +155,7 @@ class Inputs:
     offload_nvme: Any
     real_seq_len: Any  # real tokens per sample (packing, or mean_seq_len)
     compute_seq_len: Any  # tokens per sample as computed (padded to the longest in the micro-batch)
+    packed_sample_len: Any  # mean tokens per packed sample attending only within itself; inf = causal over seq_len
     persistent_grad_buffer: Any  # framework facts (trainrig.specs.framework)
     fsdp_unsharded_accumulation: Any
     fsdp_frozen_params_get_grads: Any
@@ -162,6 +163,7 @@ class Inputs:
     eager_norm_upcast: Any
     swiglu_saves_activation: Any
     zero3_module_fetch_us: Any
+    dp_bucket_elements: Any  # framework's gradient bucket (elements); 0 = the model's dp_bucket_mb
     quantized_linear_saves_input: Any
     pretokenized: Any
     checkpoint_interval_steps: Any  # inf when no checkpoints are modelled
@@ -439,11 +441,13 @@ def _training_fields(job: Job) -> dict[str, float]:
         loss_upcast=float(t.loss_upcast or not mixed),
         activation_offload=float(t.activation_offload), offload_nvme=float(t.offload_device == "nvme"),
         real_seq_len=float(t.real_seq_len), compute_seq_len=padded_seq_len(t),
+        packed_sample_len=float(t.packed_sample_len or np.inf),
         persistent_grad_buffer=float(fw.persistent_grad_buffer),
         fsdp_unsharded_accumulation=float(fw.fsdp_unsharded_accumulation),
         fsdp_frozen_params_get_grads=float(fw.fsdp_frozen_params_get_grads),
         fused_qkv_view_saved=float(fw.fused_qkv_view_saved), eager_norm_upcast=float(fw.eager_norm_upcast),
         swiglu_saves_activation=float(fw.swiglu_saves_activation), zero3_module_fetch_us=fw.zero3_module_fetch_us,
+        dp_bucket_elements=fw.dp_bucket_elements,
         quantized_linear_saves_input=float(fw.quantized_linear_saves_input),
         offload=OFFLOAD_CODE[t.offload], pretokenized=float(t.data_format == "pretokenized"),
         checkpoint_interval_steps=float(t.checkpoint_interval_steps or np.inf),

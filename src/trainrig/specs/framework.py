@@ -36,6 +36,10 @@ class FrameworkSpec(CatalogEntry):
     zero3_module_fetch_us: float = Field(default=0.0, ge=0)
     """Host time per module and pass that ZeRO-3 spends gathering and releasing the module's
     parameters beyond the collective itself (hooks, bookkeeping, prefetch), in µs."""
+    dp_bucket_elements: float = Field(default=0.0, ge=0)
+    """Gradients per data-parallel reduction bucket under ZeRO-0/1/2 (elements): DeepSpeed's
+    `reduce_bucket_size`, 5e8 by default. The bucket still filling when the backward ends is reduced
+    after it, in full; 0 = PyTorch DDP's buckets of the model's `dp_bucket_mb`."""
     swiglu_saves_activation: bool = False
     """With fused kernels too, the gated MLP saves silu(gate) beside gate and up (torch.compile's
     default partitioning, as torchtune's compiled Llama 3.2 3B rows measure); false = a fused SwiGLU

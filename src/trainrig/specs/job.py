@@ -191,6 +191,12 @@ class TrainingSpec(FrozenSpec):
     in its micro-batch: memory peaks at `seq_len`, and only `mean_seq_len` tokens per sample count."""
     mean_seq_len: int | None = Field(default=None, gt=0, le=MAX_SEQ_LEN)
     """Mean real tokens per sample when unpacked (null = seq_len)."""
+    packed_sample_len: int | None = Field(default=None, gt=0, le=MAX_SEQ_LEN)
+    """Packed samples attend only within themselves (document masking), this many tokens per sample
+    on average: torchtune's packed datasets (flex attention with a block-causal document mask),
+    FlashAttention's varlen kernels (`cu_seqlens`; HF `DataCollatorWithFlattening`), Megatron-Core's
+    THD format. A fused kernel then skips the key tiles outside each sample. Null = every token of
+    a packed sequence attends to all earlier ones (causal over seq_len)."""
     framework: Framework = "custom"
     """The training stack: its kernels, host overheads, and which layouts and savers it supports
     (catalog `frameworks`); `custom` = no framework-specific facts."""
@@ -454,6 +460,12 @@ def _check_finetuning(t: TrainingSpec) -> None:
     if t.mean_seq_len is not None and t.mean_seq_len > t.seq_len:
         raise TrainrigError("training.mean_seq_len",
                             f"{t.mean_seq_len} exceeds seq_len {t.seq_len}, the longest sample.")
+    if t.packed_sample_len is not None and not t.packing:
+        raise TrainrigError("training.packed_sample_len", "describes packed samples; with packing: false give"
+                                                          " mean_seq_len instead.")
+    if t.packed_sample_len is not None and t.packed_sample_len > t.seq_len:
+        raise TrainrigError("training.packed_sample_len",
+                            f"{t.packed_sample_len} exceeds seq_len {t.seq_len}, the packed sequence.")
 
 
 def _check_pipeline_split(model: ModelSpec, t: TrainingSpec) -> None:
