@@ -1,0 +1,66 @@
+"""Instructions one in-process `trainrig.estimate(job)` executes, counted by valgrind (cachegrind).
+
+    python benchmarks/estimate_instructions.py [--baseline /tmp/base] [--calls 100]
+
+Timings on a shared, loaded machine move by ±50% from run to run; the instruction count of the same
+work moves by about 1%. Each version runs the same script twice under `valgrind --tool=cachegrind
+--cache-sim=no`, once with `--calls` more estimates than the other, so start-up and imports cancel:
+instructions per estimate = (I(long) − I(short)) / calls. Needs valgrind (Debian: apt-get install
+valgrind); each run takes about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+JOB = Path(__file__).resolve().parents[1] / "examples" / "llama3-8b-8xh100.yaml"
+LOOP = """
+import sys
+from trainrig import estimate, load_job
+job = load_job(sys.argv[1])
+for _ in range(int(sys.argv[2])):
+    estimate(job)
+"""
+
+
+def instructions(source_root: Path, calls: int) -> int:
+    """Instructions of a process that loads the job and makes `calls` estimates."""
+    env = {"PYTHONPATH": str(source_root / "src"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                           sys.executable, "-c", LOOP, str(JOB), str(calls)],
+                          capture_output=True, text=True, env=env, check=True)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"valgrind printed no instruction count:\n{done.stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def per_estimate(source_root: Path, calls: int) -> float:
+    return (instructions(source_root, 20 + calls) - instructions(source_root, 20)) / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", type=Path, help="A previous checkout to count beside this one.")
+    parser.add_argument("--calls", type=int, default=100, help="Estimates the long run makes beyond the short one.")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
+    versions = {"this": Path(__file__).resolve().parents[1]}
+    if args.baseline:
+        versions["baseline"] = args.baseline.resolve()
+    counts = {name: per_estimate(root, args.calls) for name, root in versions.items()}
+    print(f"job: {JOB.name}")
+    for name, count in counts.items():
+        print(f"{name:9s} {count / 1e6:6.2f} M instructions per estimate")
+    if args.baseline:
+        print(f"ratio     baseline / this = {counts['baseline'] / counts['this']:.2f}×")
+
+
+if __name__ == "__main__":
+    main()
