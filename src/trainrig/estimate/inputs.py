@@ -162,6 +162,8 @@ class Inputs:
     eager_norm_upcast: Any
     swiglu_saves_activation: Any
     zero3_module_fetch_us: Any
+    zero3_16bit_shard_copy: Any  # 1 = a 16-bit shard beside the fp32 master (DeepSpeed); 0 = FSDP
+    fp8_all_gather: Any  # 1 = FSDP gathers the fp8 linears' weights in fp8 (see TrainingSpec)
     quantized_linear_saves_input: Any
     pretokenized: Any
     checkpoint_interval_steps: Any  # inf when no checkpoints are modelled
@@ -433,6 +435,8 @@ def _training_fields(job: Job) -> dict[str, float]:
         fsdp_frozen_params_get_grads=float(fw.fsdp_frozen_params_get_grads),
         fused_qkv_view_saved=float(fw.fused_qkv_view_saved), eager_norm_upcast=float(fw.eager_norm_upcast),
         swiglu_saves_activation=float(fw.swiglu_saves_activation), zero3_module_fetch_us=fw.zero3_module_fetch_us,
+        zero3_16bit_shard_copy=float(fw.zero3_16bit_shard_copy),
+        fp8_all_gather=float(t.fp8_all_gather and t.precision == "fp8"),
         quantized_linear_saves_input=float(fw.quantized_linear_saves_input),
         offload=OFFLOAD_CODE[t.offload], pretokenized=float(t.data_format == "pretokenized"),
         checkpoint_interval_steps=float(t.checkpoint_interval_steps or np.inf),

@@ -131,6 +131,11 @@ class TrainingSpec(FrozenSpec):
     torchao's default), `blockwise` (1×128 activation / 128×128 weight blocks, DeepSeek-V3, TE
     Float8BlockScaling) or `mxfp8` (32-element blocks, Blackwell only). Unset = delayed (tensorwise
     for torchtitan)."""
+    fp8_all_gather: bool = False
+    """FSDP gathers the fp8 linears' weights already cast to fp8 (1 byte each) rather than in 16 bits,
+    so the unsharded layer buffers are half the size (torchtitan `float8.enable_fsdp_float8_all_gather`,
+    torchao's WeightWithDynamicFloat8CastTensor). Needs precision: fp8 and zero: 3; the output head,
+    norms and embedding stay 16-bit."""
     fused_kernels: bool | None = None
     """Norms, activations and rotary embeddings run as fused kernels (Megatron/Apex, torch.compile,
     Liger); false = eager PyTorch, one kernel per elementwise op (e.g. torchtitan without compile);
@@ -424,6 +429,9 @@ def _check_kernels(hw: HardwareSpec, t: TrainingSpec) -> None:
     if kernel is not None and kernel not in gpu.attention_kernels:
         raise TrainrigError("training.attention_kernel", f"{gpu.id} ({gpu.architecture}) cannot run {kernel};"
                                                          f" valid: {', '.join(gpu.attention_kernels)}.")
+    if t.fp8_all_gather and (t.precision != "fp8" or t.zero < 3):
+        raise TrainrigError("training.fp8_all_gather",
+                            f"needs precision: fp8 and zero: 3 (FSDP), not {t.precision} with zero: {t.zero}.")
     if t.fp8_recipe is not None and t.precision != "fp8":
         raise TrainrigError("training.fp8_recipe", f"applies to precision: fp8, not {t.precision}.")
     if t.fp8_recipe is not None and t.fp8_recipe not in gpu.fp8_recipes:
