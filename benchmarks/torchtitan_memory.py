@@ -6,7 +6,8 @@ torchtitan 9dec370 on 96 GB H100s) beside trainrig's reserved-pool estimate, wit
 Tables 1 and 2 are the bundled calibration rows (`trainrig validate` scores them too); Tables 3–5
 are not bundled and serve as a held-out check of the same terms at 128–512 GPUs. torchtitan logs
 `max_reserved_gib` (torch.cuda.memory_stats()["reserved_bytes.all.peak"]); its Table 5 takes the
-maximum over pipeline ranks. Pipeline micro-batches: torchtitan's default, one per stage.
+maximum over pipeline ranks. Pipeline micro-batches: torchtitan's default, one per stage. The jobs
+name `framework: torchtitan` (the bundled rows do not; with tp 1 no memory term differs).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ L8 = {"n_layers": 32, "hidden": 4096, "n_heads": 32, "ffn_hidden": 14336, "vocab
 L70 = {**L8, "n_layers": 80, "hidden": 8192, "n_heads": 64, "ffn_hidden": 28672}
 L405 = {**L8, "n_layers": 126, "hidden": 16384, "n_heads": 128, "ffn_hidden": 53248}
 GPU = {"base": "H100-SXM5-80GB", "memory_gib": 96, "memory_bandwidth_gbs": 2400, "tdp_w": 500}
-SELECTIVE = {"seq_len": 8192, "micro_batch": 2, "zero": 3, "recompute": "selective"}
-FULL_FP8 = {"seq_len": 8192, "zero": 3, "recompute": "full", "precision": "fp8"}
+SELECTIVE = {"seq_len": 8192, "micro_batch": 2, "zero": 3, "recompute": "selective", "framework": "torchtitan"}
+FULL_FP8 = {"seq_len": 8192, "zero": 3, "recompute": "full", "precision": "fp8", "framework": "torchtitan"}
 
 
 def hardware(n_gpus: int) -> dict:

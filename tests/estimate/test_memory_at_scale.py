@@ -119,3 +119,14 @@ def test_ddp_keeps_its_gradient_buckets_between_steps():
     job, _, ddp = state({"zero": 0, "recompute": "selective"})
     assert ddp["phase"] == 0.0
     assert ddp["gradients"] == pytest.approx(4 * job.model.n_params, rel=1e-9)
+
+
+def test_loss_parallel_holds_four_fp32_copies_of_the_local_logits():
+    """torchtitan's TP loss runs through DTensor's loss_parallel, whose fused backward
+    `(zeros_like(x) + exp(x)) * grad_output` holds the log-softmax x, the zeroed gradient, exp(x) and
+    their sum: 16 bytes per local logit where PyTorch's own loss holds 12."""
+    tp = {"tp": 2, "sequence_parallel": True, "global_batch": 8, "recompute": "full"}
+    _, _, plain = state(tp)
+    _, _, titan = state({**tp, "framework": "torchtitan"})
+    local_logits = 2 * 2048 * VOCAB / 2
+    assert titan["activations"] - plain["activations"] == pytest.approx(local_logits * (16 - 12), rel=1e-9)

@@ -6,12 +6,17 @@ their division under tensor and sequence parallelism and recomputation (Korthika
 Table 2 and §4); the first pipeline stage holds up to p micro-batches under 1F1B and
 L·(1 + (p−1)/(p·v)) layers' worth under interleaving (ibid. §4.2.3). Fine-tuning: frozen weights
 need no gradients and their linears save no inputs (PyTorch autograd saves a GEMM input only for
-the weight's gradient); QLoRA's NF4 storage (Dettmers et al. 2023). All vectorized over `Inputs`.
+the weight's gradient); QLoRA's NF4 storage (Dettmers et al. 2023). At scale (issue 12, docs/model.md
+"Memory at scale"): torchtitan's op-level selective recompute set, PyTorch FSDP's fp32 shard as the
+master, fp8 all-gather, the reduce-scatter buffers, DDP's buckets, and the blocks the caching
+allocator holds but cannot reuse (torchtitan, torch FSDP2 and c10 CUDACachingAllocator sources, cited
+at each term). All vectorized over `Inputs`.
 
 The peak is the larger of two moments. At the end of the forward (the start of the backward) the
 saved activations and the loss's logits are alive, and gradients only where they outlive a step
-(accumulation over micro-batches, or a framework's persistent buffer). At the end of the backward
-every gradient is alive, the activations are gone but for the layer being processed.
+(accumulation over micro-batches, a framework's persistent buffer, DDP's buckets). At the end of the
+backward every gradient is alive, the activations are gone but for the layer being processed, and
+FSDP reduce-scatters that layer's gradients.
 """
 
 from __future__ import annotations
@@ -254,7 +259,9 @@ def logits_bytes(x: Inputs, p: ModelParameters):
     chunked = x.activation_bytes * ops.where(x.fused_kernels > 0, 1.0, 2.0)
     # the full loss's three fp32 tensors (log-softmax, its gradient, its input's gradient) are 16-bit
     # when it runs in the training precision (`loss_upcast: false`)
-    full = p.logits_bytes_per_element * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))
+    # (under TP a stack's loss_parallel keeps its own count: framework fact loss_parallel_bytes_per_logit)
+    per_logit = ops.where((x.tp > 1) & (x.loss_parallel_bytes > 0), x.loss_parallel_bytes, p.logits_bytes_per_element)
+    full = per_logit * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))
     per_element = ops.where(x.loss_kind == 0, full, ops.where(x.loss_kind == 3, x.activation_bytes, chunked))
     vocab_local = ops.where(x.loss_kind == 2, ops.minimum(x.hidden, x.vocab), x.vocab) / x.tp
     return tokens * vocab_local * per_element
