@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from jobs import make_job
-from trainrig.errors import TrainrigError
 from trainrig.estimate.inputs import inputs_from_job
 from trainrig.estimate.memory import activation_bytes_per_layer, memory_state
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
@@ -75,11 +74,12 @@ def test_fp8_all_gather_holds_the_gathered_linears_in_one_byte():
     assert bf16_gather["weights"] - fp8_gather["weights"] == pytest.approx(2 * LAYER_LINEARS * (2 - 1), rel=1e-9)
 
 
-def test_fp8_all_gather_needs_fp8_and_fsdp():
-    with pytest.raises(TrainrigError, match="fp8_all_gather"):
-        make_job(model=LLAMA, hardware=EIGHT, training={**FSDP, "fp8_all_gather": True})
-    with pytest.raises(TrainrigError, match="fp8_all_gather"):
-        make_job(model=LLAMA, hardware=EIGHT, training={**FSDP, "zero": 1, "precision": "fp8", "fp8_all_gather": True})
+def test_fp8_all_gather_is_inert_off_fp8_and_below_zero3():
+    """A plan varies precision and ZeRO stage under the job's settings: the field then changes nothing."""
+    for training in ({"recompute": "full"}, {"recompute": "full", "zero": 2, "precision": "fp8"}):
+        _, _, without = state(training)
+        _, _, with_it = state({**training, "fp8_all_gather": True})
+        assert with_it == without
 
 
 def test_reserved_pool_keeps_the_freed_logits_block_and_the_reduce_scatter_streams_gradients():

@@ -134,8 +134,9 @@ class TrainingSpec(FrozenSpec):
     fp8_all_gather: bool = False
     """FSDP gathers the fp8 linears' weights already cast to fp8 (1 byte each) rather than in 16 bits,
     so the unsharded layer buffers are half the size (torchtitan `float8.enable_fsdp_float8_all_gather`,
-    torchao's WeightWithDynamicFloat8CastTensor). Needs precision: fp8 and zero: 3; the output head,
-    norms and embedding stay 16-bit."""
+    torchao's WeightWithDynamicFloat8CastTensor). Acts only with precision: fp8 under zero: 3 (a plan
+    that tries other precisions or stages keeps the setting, inert there); the output head, norms and
+    embedding stay 16-bit."""
     fused_kernels: bool | None = None
     """Norms, activations and rotary embeddings run as fused kernels (Megatron/Apex, torch.compile,
     Liger); false = eager PyTorch, one kernel per elementwise op (e.g. torchtitan without compile);
@@ -429,9 +430,6 @@ def _check_kernels(hw: HardwareSpec, t: TrainingSpec) -> None:
     if kernel is not None and kernel not in gpu.attention_kernels:
         raise TrainrigError("training.attention_kernel", f"{gpu.id} ({gpu.architecture}) cannot run {kernel};"
                                                          f" valid: {', '.join(gpu.attention_kernels)}.")
-    if t.fp8_all_gather and (t.precision != "fp8" or t.zero < 3):
-        raise TrainrigError("training.fp8_all_gather",
-                            f"needs precision: fp8 and zero: 3 (FSDP), not {t.precision} with zero: {t.zero}.")
     if t.fp8_recipe is not None and t.precision != "fp8":
         raise TrainrigError("training.fp8_recipe", f"applies to precision: fp8, not {t.precision}.")
     if t.fp8_recipe is not None and t.fp8_recipe not in gpu.fp8_recipes:
