@@ -164,6 +164,9 @@ class Inputs:
     swiglu_saves_activation: Any
     zero3_module_fetch_us: Any
     dp_bucket_elements: Any  # framework's gradient bucket (elements); 0 = the model's dp_bucket_mb
+    zero3_16bit_shard_copy: Any  # 1 = a 16-bit shard beside the fp32 master (DeepSpeed); 0 = FSDP
+    fp8_all_gather: Any  # 1 = FSDP gathers the fp8 linears' weights in fp8 (see TrainingSpec)
+    loss_parallel_bytes: Any  # bytes per local logit of a TP loss_parallel cross-entropy; 0 = PyTorch's own
     quantized_linear_saves_input: Any
     pretokenized: Any
     checkpoint_interval_steps: Any  # inf when no checkpoints are modelled
@@ -448,6 +451,9 @@ def _training_fields(job: Job) -> dict[str, float]:
         fused_qkv_view_saved=float(fw.fused_qkv_view_saved), eager_norm_upcast=float(fw.eager_norm_upcast),
         swiglu_saves_activation=float(fw.swiglu_saves_activation), zero3_module_fetch_us=fw.zero3_module_fetch_us,
         dp_bucket_elements=fw.dp_bucket_elements,
+        zero3_16bit_shard_copy=float(fw.zero3_16bit_shard_copy),
+        fp8_all_gather=float(t.fp8_all_gather and t.precision == "fp8"),
+        loss_parallel_bytes=float(fw.loss_parallel_bytes_per_logit or 0.0),
         quantized_linear_saves_input=float(fw.quantized_linear_saves_input),
         offload=OFFLOAD_CODE[t.offload], pretokenized=float(t.data_format == "pretokenized"),
         checkpoint_interval_steps=float(t.checkpoint_interval_steps or np.inf),

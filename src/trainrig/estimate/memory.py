@@ -6,12 +6,17 @@ their division under tensor and sequence parallelism and recomputation (Korthika
 Table 2 and §4); the first pipeline stage holds up to p micro-batches under 1F1B and
 L·(1 + (p−1)/(p·v)) layers' worth under interleaving (ibid. §4.2.3). Fine-tuning: frozen weights
 need no gradients and their linears save no inputs (PyTorch autograd saves a GEMM input only for
-the weight's gradient); QLoRA's NF4 storage (Dettmers et al. 2023). All vectorized over `Inputs`.
+the weight's gradient); QLoRA's NF4 storage (Dettmers et al. 2023). At scale (issue 12, docs/model.md
+"Memory at scale"): torchtitan's op-level selective recompute set, PyTorch FSDP's fp32 shard as the
+master, fp8 all-gather, the reduce-scatter buffers, DDP's buckets, and the blocks the caching
+allocator holds but cannot reuse (torchtitan, torch FSDP2 and c10 CUDACachingAllocator sources, cited
+at each term). All vectorized over `Inputs`.
 
 The peak is the larger of two moments. At the end of the forward (the start of the backward) the
 saved activations and the loss's logits are alive, and gradients only where they outlive a step
-(accumulation over micro-batches, or a framework's persistent buffer). At the end of the backward
-every gradient is alive, the activations are gone but for the layer being processed.
+(accumulation over micro-batches, a framework's persistent buffer, DDP's buckets). At the end of the
+backward every gradient is alive, the activations are gone but for the layer being processed, and
+FSDP reduce-scatters that layer's gradients.
 """
 
 from __future__ import annotations
@@ -209,6 +214,20 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     mlp = (1 - moe_fraction) * dense_mlp + moe_fraction * moe_mlp
     whole = tokens * (replicated + attention + o_input + scores + lse + mlp)
     layer_input = tokens * e * x.hidden / rep  # all that full recompute keeps
+    # torchtitan's op-level selective recompute (parallelize_llama.py `_apply_ac_to_transformer_block`,
+    # `selective_ac_option: op`, pytorch/torchtitan@9dec370): inside each block's checkpoint its
+    # policy saves the outputs of `_save_list` ops only, recomputing the rest from the block input
+    # the checkpoint holds: every odd aten.mm in forward order (q k v o, then w1 w3 w2: q, v, the
+    # gate w1 and the down projection w2, whose output before TP's reduce-scatter is hidden wide; a
+    # two-matrix MLP: q, v, fc1), the flash-attention kernel's output and log-sum-exp, and TP's
+    # reduce-scatter outputs (after o and down, sequence-sharded). Float8Linear's matmuls still reach
+    # the policy as aten.mm on fp8 tensor subclasses (torchao float8_linear.py), whose outputs are 16-bit.
+    down_output = ops.where(gated, x.hidden, 0.0)
+    dense_op_mlp = e * (x.ffn_hidden / x.tp + down_output)
+    reduce_scattered = ops.where((x.tp > 1) & (x.sequence_parallel_active > 0), 2 * e * x.hidden / x.tp, 0.0)
+    op_set = (e * x.hidden / rep + e * (2 * q_width_local + kv_width_local) + lse + reduce_scattered
+              + (1 - moe_fraction) * dense_op_mlp + moe_fraction * moe_mlp)
+    whole = ops.where(op_level & full, tokens * op_set, whole)
     return ops.where(recompute == 2, layer_input, whole), whole
 
 
@@ -240,10 +259,21 @@ def logits_bytes(x: Inputs, p: ModelParameters):
     chunked = x.activation_bytes * ops.where(x.fused_kernels > 0, 1.0, 2.0)
     # the full loss's three fp32 tensors (log-softmax, its gradient, its input's gradient) are 16-bit
     # when it runs in the training precision (`loss_upcast: false`)
-    full = p.logits_bytes_per_element * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))
+    # (under TP a stack's loss_parallel keeps its own count: framework fact loss_parallel_bytes_per_logit)
+    per_logit = ops.where((x.tp > 1) & (x.loss_parallel_bytes > 0), x.loss_parallel_bytes, p.logits_bytes_per_element)
+    full = per_logit * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))
     per_element = ops.where(x.loss_kind == 0, full, ops.where(x.loss_kind == 3, x.activation_bytes, chunked))
     vocab_local = ops.where(x.loss_kind == 2, ops.minimum(x.hidden, x.vocab), x.vocab) / x.tp
     return tokens * vocab_local * per_element
+
+
+def _freed_logits_block(x: Inputs):
+    """Bytes of the 16-bit logits a full, upcast cross-entropy frees before its fp32 tensors need
+    room (`loss_fn(pred.float())` then `del pred` in torchtitan's train.py): the caching allocator keeps
+    that block reserved, as none of the later requests fits in it."""
+    tokens = x.micro_batch * x.seq_len / x.cp
+    upcast = (x.loss_kind == 0) & (x.loss_upcast > 0) & (x.activation_bytes < 4)
+    return ops.where(upcast, tokens * x.vocab / x.tp * x.activation_bytes, 0.0)
 
 
 def memory_state(x: Inputs, p: ModelParameters) -> dict:
@@ -287,6 +317,17 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     # (FSDP over bitsandbytes' quant_storage, Answer.AI's FSDP-QLoRA)
     stored = ops.where(full, x.weight_bytes, _frozen_base_bytes(x) / ops.maximum(dense + experts, 1.0))
     gathered = 2 * (gathered_dense + gathered_experts) / layers * stored
+    # fp8 all-gather: the layers' linears travel and are held unsharded as 1-byte fp8 weights
+    # (torchao WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather casts the shard before the
+    # collective); norms stay 16-bit
+    fp8_gather = (x.fp8_all_gather > 0) & (x.fp8 > 0) & full & (gathered_dense > 0)
+    gathered = gathered - ops.where(fp8_gather, 2 * _stage_linear_parameters(x) / layers * (x.weight_bytes - 1.0), 0.0)
+    # PyTorch FSDP keeps no 16-bit shard: the sharded parameter is the fp32 master, cast to 16 bits
+    # only into the all-gather (FSDP2 MixedPrecisionPolicy(param_dtype=bf16); torchtitan's
+    # apply_fsdp); DeepSpeed's ZeRO-3 keeps a 16-bit partition beside the fp32 one
+    off_gpu = x.optimizer_offloaded
+    fp32_shard = fsdp & full & (x.master_weights > 0) & (x.zero3_16bit_shard_copy == 0) & (x.offload == 0)
+    resident = ops.where(fp32_shard, 4.0 * sharded(dense, experts, fsdp), resident)
     weights = resident + adapters + gathered
 
     # optimizer states: sharded from ZeRO-1 and on the host when offloaded; a paged optimizer's
@@ -296,16 +337,20 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     master_bytes = ops.where((x.master_weights > 0) & full, 4.0, 0.0)
     moments = ((x.optimizer_bytes - master_bytes) * (trainable_local - ends_states)
                + x.embedding_state_bytes * ends_states)
-    off_gpu = x.optimizer_offloaded
     paged = ops.where(off_gpu, 0.0, x.paged_optimizer * moments)
-    optimizer = ops.where(off_gpu, 0.0, master_bytes * trainable_local + moments - paged)
+    # (an fp32 FSDP shard is the master: counted with the weights above)
+    optimizer = ops.where(off_gpu, 0.0, ops.where(fp32_shard, 0.0, master_bytes) * trainable_local + moments - paged)
 
     gradients = _gradient_bytes(x, dense, experts, trainable_dense, trainable_expert, sharded)
     # the trained embedding copies' gradients are in the model's precision, not the adapters' fp32
     ends_grads = ops.where(x.zero >= 2, ends / shard_dense, ends)
     gradients = gradients - ops.where((x.method > 0) & (x.master_weights > 0), (4.0 - x.weight_bytes) * ends_grads, 0.0)
     accumulating = (x.micro_batches > 1) & (x.optimizer_in_backward == 0)
-    gradients_forward = ops.where(accumulating | (x.persistent_grad_buffer > 0), gradients, 0.0)
+    # DDP (ZeRO-0/1 over a data-parallel group) all-reduces from gradient buckets it allocates once
+    # at construction, the size of every gradient (torch/csrc/distributed/c10d/reducer.cpp
+    # initialize_buckets: `bucket.gradients = at::empty({offset}, options)`), alive between steps
+    ddp_buckets = (x.zero <= 1) & ((x.dp * x.cp) > 1) & (x.optimizer_in_backward == 0)
+    gradients_forward = ops.where(accumulating | (x.persistent_grad_buffer > 0) | ddp_buckets, gradients, 0.0)
     # optimizer-in-backward frees each gradient once applied: the largest one alive at a time is a
     # layer's (the next layer's may already be arriving) or the embedding's
     largest = ops.maximum(2 * layer_params, _end_parameters(x))
@@ -328,6 +373,14 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     # layer's backward (Korthikanti et al. 2022 §5), no recompute kept it all
     recomputes = ops.any(x.recompute > 0)
     activations_backward = activation_bytes_per_layer(x, 0.0 if recomputes else None)[1] + dequantized
+    # FSDP's reduce-scatter of a layer: its unsharded gradients in the parameters' dtype and the
+    # reduce-scatter input they are copied into in the reduce dtype, both alive at the copy
+    # (torch FSDP2 _fsdp_collectives.foreach_reduce: torch.empty(..., dtype=reduce_dtype), then
+    # unsharded_grads.clear()); one dtype needs no copy
+    reducing = fsdp & full & (gathered_dense > 0) & (x.optimizer_in_backward == 0)
+    grad_copy = ops.where(x.grad_bytes != x.weight_bytes, x.grad_bytes, 0.0)
+    layer_weights = _stage_linear_parameters(x) / layers + x.params_norms_per_layer  # one layer's, on this GPU
+    reduce_buffers = ops.where(reducing, layer_weights * (x.weight_bytes + grad_copy), 0.0)
 
     # the backward starts at the output head: its weight gradient appears at once (unless it is
     # frozen or already there)
@@ -335,23 +388,40 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     head_gradient = ops.where(head_trains & (gradients_forward == 0), x.vocab * x.hidden / x.tp * x.grad_bytes, 0.0)
     head_gradient = ops.where(x.zero >= 2, head_gradient / shard_dense, head_gradient)
     forward = weights + optimizer + gradients_forward + head_gradient + activations_forward
-    backward = weights + optimizer + gradients_backward + activations_backward
+    backward = weights + optimizer + gradients_backward + activations_backward + reduce_buffers
     allocated = ops.maximum(forward, backward)
     phase = ops.where(forward >= backward, 0.0, 1.0)
     # the allocator's reserved peak is the larger moment with its own fragmentation: taking the
     # allocated peak's moment alone would jump up when a smaller gradient set (ZeRO-2) moves the
     # peak from the end of the backward to the activation-heavy end of the forward
-    held_forward = forward + p.allocator_overhead_fraction * activations_forward
-    held_backward = backward + p.allocator_overhead_fraction * activations_backward
+    # The full loss's freed 16-bit logits block is held beside that peak: the caching allocator gives
+    # a freed block only to a request no larger than it and never merges blocks of two segments
+    # (PyTorch docs, "CUDA memory management"; c10/cuda/CUDACachingAllocator.cpp), and what follows
+    # the 16-bit logits are fp32 tensors twice their size (the upcast, the log-softmax, its gradients)
+    logits_block = _freed_logits_block(x)
+    last_stage_peaks = last_stage + logits_block >= stage_saved
+    split = ops.where((x.pp == 1) | last_stage_peaks, logits_block, 0.0)
+    # FSDP allocates each sharded gradient on its reduce-scatter stream (torch FSDP2
+    # _fsdp_collectives.foreach_reduce: `with device_handle.stream(reduce_scatter_stream):
+    # reduce_output = ...`; FSDP1 on its post-backward stream) and the caching allocator reuses a
+    # block only for the stream it was made on, so once zero_grad frees the gradients their blocks
+    # stay reserved through the next forward, out of reach of the compute stream's activations
+    # (a group of one reduces nothing: FSDP then runs as NO_SHARD, its gradients from autograd)
+    side_stream = (x.zero >= 2) & (shard_dense > 1) & (gradients_forward == 0) & (x.optimizer_in_backward == 0)
+    freed_gradients = ops.where(side_stream, gradients, 0.0)
+    reserve_forward = p.allocator_overhead_fraction * activations_forward + split + freed_gradients
+    reserve_backward = p.allocator_overhead_fraction * activations_backward
+    held_forward = forward + reserve_forward
+    held_backward = backward + reserve_backward
     held_phase = ops.where(held_forward >= held_backward, 0.0, 1.0)  # the moment the parts describe
     activations = ops.where(held_phase == 0, activations_forward, activations_backward)
-    reserve = p.allocator_overhead_fraction * activations
+    reserve = ops.where(held_phase == 0, reserve_forward, reserve_backward)
     reserved = ops.maximum(held_forward, held_backward)
     talks = (x.tp * x.pp * x.cp * x.dp) > 1
     outside = p.cuda_context_gib * GIB + ops.where(talks, p.comm_buffers_gib * GIB, 0.0)
     return {
         "weights": weights, "optimizer": optimizer, "paged": paged,
-        "gradients": ops.where(held_phase == 0, gradients_forward + head_gradient, gradients_backward),
+        "gradients": ops.where(held_phase == 0, gradients_forward + head_gradient, gradients_backward + reduce_buffers),
         "activations": activations, "other": reserve + outside,
         "allocated": allocated, "reserved": reserved, "device": reserved + outside,
         "phase": phase,

@@ -33,6 +33,20 @@ class FrameworkSpec(CatalogEntry):
     eager_norm_upcast: bool = False
     """Eager (uncompiled) RMSNorm upcasts its input to fp32 and saves that copy for backward
     (Hugging Face and torchtune RMSNorm); false = the norm runs in the training precision."""
+    zero3_16bit_shard_copy: bool = False
+    """Under ZeRO-3 with mixed precision the stack keeps a 16-bit shard of every parameter beside the
+    fp32 master shard (DeepSpeed stage3.py: fp16_partitioned_groups_flat and
+    fp32_partitioned_groups_flat); false = PyTorch FSDP, whose sharded parameter is the fp32 master
+    itself and which casts to 16 bits only in the all-gather (FSDP2 MixedPrecisionPolicy
+    param_dtype, FSDP1 MixedPrecision): 4 + 8 bytes of weights and Adam moments per parameter and
+    shard instead of 2 + 12."""
+    loss_parallel_bytes_per_logit: float | None = Field(default=None, gt=0, le=64)
+    """Under tensor parallelism the full cross-entropy runs on vocabulary-sharded logits through
+    DTensor's loss_parallel (torch/distributed/tensor/parallel/loss.py; torchtitan enables it with
+    TP unless `disable_loss_parallel`): its fused nll + log-softmax backward,
+    `(zeros_like(x) + exp(x)) * grad_output`, holds the fp32 log-softmax, the zeroed gradient, the
+    exponential and their sum at once: 16 bytes per local logit at the start of the backward.
+    Null = the stack's loss is PyTorch's own (`logits_bytes_per_element`)."""
     zero3_module_fetch_us: float = Field(default=0.0, ge=0)
     """Host time per module and pass that ZeRO-3 spends gathering and releasing the module's
     parameters beyond the collective itself (hooks, bookkeeping, prefetch), in µs."""

@@ -131,6 +131,12 @@ class TrainingSpec(FrozenSpec):
     torchao's default), `blockwise` (1×128 activation / 128×128 weight blocks, DeepSeek-V3, TE
     Float8BlockScaling) or `mxfp8` (32-element blocks, Blackwell only). Unset = delayed (tensorwise
     for torchtitan)."""
+    fp8_all_gather: bool = False
+    """FSDP gathers the fp8 linears' weights already cast to fp8 (1 byte each) rather than in 16 bits,
+    so the unsharded layer buffers are half the size (torchtitan `float8.enable_fsdp_float8_all_gather`,
+    torchao's WeightWithDynamicFloat8CastTensor). Acts only with precision: fp8 under zero: 3 (a plan
+    that tries other precisions or stages keeps the setting, inert there); the output head, norms and
+    embedding stay 16-bit."""
     fused_kernels: bool | None = None
     """Norms, activations and rotary embeddings run as fused kernels (Megatron/Apex, torch.compile,
     Liger); false = eager PyTorch, one kernel per elementwise op (e.g. torchtitan without compile);

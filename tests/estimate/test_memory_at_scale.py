@@ -1,0 +1,132 @@
+"""Issue 12, peak memory at scale: torchtitan's op-level selective recompute, PyTorch FSDP's fp32
+shards, fp8 all-gather, the reduce-scatter buffers and the allocator's freed logits block, each
+worked out by hand on a small Llama-style job and compared with the model's term."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs import make_job
+from trainrig.estimate.inputs import inputs_from_job
+from trainrig.estimate.memory import activation_bytes_per_layer, memory_state
+from trainrig.estimate.params import DEFAULT_PARAMETERS as P
+
+H, HEADS, KV_HEADS, FFN, VOCAB, LAYERS = 1024, 8, 4, 2816, 32000, 8
+LLAMA = {"n_layers": LAYERS, "hidden": H, "n_heads": HEADS, "n_kv_heads": KV_HEADS, "ffn_hidden": FFN,
+         "vocab": VOCAB, "gated_mlp": True, "tied_embeddings": False}
+HEAD_DIM = H // HEADS
+KV = KV_HEADS * HEAD_DIM
+# one layer's weights: q, k, v, o; gate, up, down; two RMSNorm scales
+LAYER_LINEARS = H * (H + 2 * KV + H) + 3 * H * FFN
+LAYER_PARAMS = LAYER_LINEARS + 2 * H
+EIGHT = {"gpu": "H100-SXM5-80GB", "n_gpus": 8, "gpus_per_node": 8}
+FSDP = {"seq_len": 2048, "micro_batch": 2, "global_batch": 16, "zero": 3, "flash_attention": True}
+
+
+def state(training, model=LLAMA, hardware=EIGHT):
+    job = make_job(model=model, hardware=hardware, training={**FSDP, **training})
+    x = inputs_from_job(job, P)
+    return job, x, {k: float(v) for k, v in memory_state(x, P).items()}
+
+
+def test_op_level_selective_recompute_keeps_the_block_input_odd_matmuls_and_attention_outputs():
+    """torchtitan's policy (parallelize_llama.py): the block input, the outputs of mm 1, 3, 5, 7 in
+    forward order (q k v o w1 w3 w2 → q, v, w1, w2) and of the flash kernel (output + fp32 lse)."""
+    _, x, _ = state({"recompute": "selective"})
+    tokens = 2 * 2048
+    by_hand = tokens * (2 * H          # block input (the checkpoint's argument)
+                        + 2 * H        # q = mm 1
+                        + 2 * KV       # v = mm 3
+                        + 2 * H        # attention output
+                        + 4 * HEADS    # fp32 log-sum-exp per head
+                        + 2 * FFN      # w1 (gate) = mm 5
+                        + 2 * H)       # w2 (down) = mm 7
+    saved, _ = activation_bytes_per_layer(x)
+    assert float(saved) == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_op_level_policy_under_tp_keeps_local_shards_and_the_reduce_scatter_outputs():
+    _, x, _ = state({"recompute": "selective", "tp": 2, "sequence_parallel": True, "global_batch": 8})
+    tokens = 2 * 2048
+    by_hand = tokens * (2 * H / 2 + 2 * H / 2 + 2 * KV / 2 + 2 * H / 2 + 4 * HEADS / 2 + 2 * FFN / 2
+                        + 2 * H          # down's mm output before its reduce-scatter: whole rows
+                        + 2 * 2 * H / 2)  # the reduce-scatters after o and down, sequence-sharded
+    saved, _ = activation_bytes_per_layer(x)
+    assert float(saved) == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_fsdp_keeps_the_fp32_master_as_its_shard_and_no_16bit_copy():
+    """PyTorch FSDP: 4 (fp32 shard) + 8 (Adam moments) bytes per parameter and rank; DeepSpeed's
+    ZeRO-3 adds a 16-bit partition: 2 more."""
+    job, _, fsdp = state({"recompute": "full"})
+    _, _, deepspeed = state({"recompute": "full", "framework": "deepspeed"})
+    n = job.model.n_params
+    assert fsdp["optimizer"] == pytest.approx(8 * n / 8, rel=1e-9)
+    assert (deepspeed["weights"] + deepspeed["optimizer"]) - (fsdp["weights"] + fsdp["optimizer"]) \
+        == pytest.approx(2 * n / 8, rel=1e-9)
+
+
+def test_fp8_all_gather_holds_the_gathered_linears_in_one_byte():
+    base = {"precision": "fp8", "recompute": "full"}
+    _, _, bf16_gather = state(base)
+    _, _, fp8_gather = state({**base, "fp8_all_gather": True})
+    # the gathered current and prefetched layers: their linears at 1 byte instead of 2
+    assert bf16_gather["weights"] - fp8_gather["weights"] == pytest.approx(2 * LAYER_LINEARS * (2 - 1), rel=1e-9)
+
+
+def test_fp8_all_gather_is_inert_off_fp8_and_below_zero3():
+    """A plan varies precision and ZeRO stage under the job's settings: the field then changes nothing."""
+    for training in ({"recompute": "full"}, {"recompute": "full", "zero": 2, "precision": "fp8"}):
+        _, _, without = state(training)
+        _, _, with_it = state({**training, "fp8_all_gather": True})
+        assert with_it == without
+
+
+def test_reserved_pool_keeps_the_freed_logits_block_and_the_reduce_scatter_streams_gradients():
+    """At the start of the backward the reserved pool holds what is allocated, the fragmentation
+    share of the activations, the 16-bit logits block (tokens × vocab × 2 bytes) that no fp32
+    tensor of the loss fits in, and last step's fp32 gradient shards (4 bytes per parameter over
+    8 ranks), freed by zero_grad on the reduce-scatter stream's blocks."""
+    job, _, full = state({"recompute": "selective"})
+    assert full["phase"] == 0.0
+    logits_block = 2 * 2048 * VOCAB * 2
+    gradient_shards = 4 * job.model.n_params / 8
+    assert full["reserved"] - full["allocated"] == pytest.approx(
+        P.allocator_overhead_fraction * full["activations"] + logits_block + gradient_shards, rel=1e-9)
+    _, _, chunked = state({"recompute": "selective", "loss": "chunked"})
+    assert chunked["reserved"] - chunked["allocated"] == pytest.approx(
+        P.allocator_overhead_fraction * chunked["activations"] + gradient_shards, rel=1e-9)
+    # one rank: nothing to reduce-scatter, so no side-stream gradient blocks
+    one = {"gpu": "H100-SXM5-80GB", "n_gpus": 1, "gpus_per_node": 1}
+    _, _, alone = state({"recompute": "selective", "loss": "chunked", "global_batch": 2}, hardware=one)
+    assert alone["reserved"] - alone["allocated"] == pytest.approx(
+        P.allocator_overhead_fraction * alone["activations"], rel=1e-9)
+
+
+def test_end_of_backward_holds_a_layers_unsharded_gradients_and_their_fp32_reduce_scatter_input():
+    """A short sequence with full recompute and a fused loss peaks at the end of the backward: every
+    fp32 gradient shard, plus the layer being reduced: its bf16 gradients and the fp32 copy FSDP2
+    reduce-scatters (foreach_reduce)."""
+    job, x, end = state({"seq_len": 128, "recompute": "full", "loss": "fused"})
+    assert end["phase"] == 1.0
+    n = job.model.n_params
+    assert end["gradients"] == pytest.approx(4 * n / 8 + LAYER_PARAMS * (2 + 4), rel=1e-9)
+
+
+def test_ddp_keeps_its_gradient_buckets_between_steps():
+    """DDP (ZeRO-0 over 8 ranks) allocates buckets holding every gradient once, at construction:
+    at the start of the backward the fp32 gradient set (4 bytes per parameter) is alive already."""
+    job, _, ddp = state({"zero": 0, "recompute": "selective"})
+    assert ddp["phase"] == 0.0
+    assert ddp["gradients"] == pytest.approx(4 * job.model.n_params, rel=1e-9)
+
+
+def test_loss_parallel_holds_four_fp32_copies_of_the_local_logits():
+    """torchtitan's TP loss runs through DTensor's loss_parallel, whose fused backward
+    `(zeros_like(x) + exp(x)) * grad_output` holds the log-softmax x, the zeroed gradient, exp(x) and
+    their sum: 16 bytes per local logit where PyTorch's own loss holds 12."""
+    tp = {"tp": 2, "sequence_parallel": True, "global_batch": 8, "recompute": "full"}
+    _, _, plain = state(tp)
+    _, _, titan = state({**tp, "framework": "torchtitan"})
+    local_logits = 2 * 2048 * VOCAB / 2
+    assert titan["activations"] - plain["activations"] == pytest.approx(local_logits * (16 - 12), rel=1e-9)
