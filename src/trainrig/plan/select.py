@@ -108,15 +108,19 @@ def collapse_same_layout(c: Candidates, ordered: np.ndarray) -> np.ndarray:
 def same_layout(c: Candidates, pool: np.ndarray, row: int) -> np.ndarray:
     """The configurations of `pool` with `row`'s node kind and layout at other GPU counts, fewest GPUs
     first (at most one per count: node kind, layout and count make one configuration)."""
-    key = _layout_keys(c, np.array([row]))[0]
-    match = pool[np.all(_layout_keys(c, pool) == key, axis=1) & (c.n_gpus[pool] != c.n_gpus[row])]
+    match = pool[c.option[pool] == c.option[row]]
+    for name in LAYOUT_FIELDS:  # one field at a time, each on what the last left: the pool shrinks fast
+        values = getattr(c.layouts, name)
+        match = match[values[match] == values[row]]
+    match = match[c.n_gpus[match] != c.n_gpus[row]]
     return match[np.argsort(c.n_gpus[match], kind="stable")]
 
 
 def priced_first(c: Candidates, ordered: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows to show, kept apart by price: the best k with a known cost, and the unpriced rows the order
-    puts ahead of the last of those (they would have displaced a priced row), or, with fewer than k
-    priced, the best unpriced to fill k rows; at most k of them. Unpriced rows never rank among priced ones."""
+    puts ahead of the last of those (they would have displaced a priced row), at most half of k rounded up
+    (each row shown costs a full estimate and a node), or, with fewer than k priced, the best unpriced to
+    fill k rows. Unpriced rows never rank among priced ones."""
     known = np.isfinite(c.cost_usd[ordered])
     priced = ordered[known][:k]
     unpriced = ordered[~known]
@@ -124,7 +128,7 @@ def priced_first(c: Candidates, ordered: np.ndarray, k: int) -> tuple[np.ndarray
         return priced, unpriced[:k - len(priced)]
     last = int(np.flatnonzero(ordered == priced[-1])[0])
     ahead = np.flatnonzero(~known[:last])
-    return priced, ordered[ahead][:k]
+    return priced, ordered[ahead][:(k + 1) // 2]
 
 
 def pareto_front(c: Candidates, index: np.ndarray) -> np.ndarray:
