@@ -77,7 +77,8 @@ def test_plan_equals_the_cli_apart_from_the_measured_search_time(client):
     assert answer.status_code == 200, answer.text
     expected = cli_json("plan", *SMALL_SEARCH_FLAGS, "--deadline-days", "2", "--top", "3")
     assert _without_time(answer.json()) == _without_time(expected)
-    assert answer.json()["search_time_s"] > 0 and len(answer.json()["plans"]) == 3
+    # at most --top rows: one per layout and node kind (the same layout at more GPUs is one row)
+    assert answer.json()["search_time_s"] > 0 and 1 <= len(answer.json()["plans"]) <= 3
 
 
 def test_compare_equals_the_cli_apart_from_the_measured_search_time(client):

@@ -639,17 +639,28 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
 
 def _optimizer_s(x: Inputs, p: ModelParameters):
     """The optimizer step streams its states through HBM (fused Adam: grads, fp32 master, m, v in,
-    master, m, v and 16-bit weights out) — or, with ZeRO-Offload, through host memory, after the
-    gradients go down and the weights come back over PCIe (Ren et al. 2021 §4)."""
+    master, m, v and 16-bit weights out) — or, with ZeRO-Offload, runs on the host (`_cpu_adam_s`),
+    after the gradients go down and the weights come back over PCIe (Ren et al. 2021 §4)."""
     trainable = sum(trainable_parameter_counts(x))
     shard = ops.where(x.zero >= 1, x.dp * x.cp, 1.0)
     local = trainable / shard
     on_gpu = local * x.optimizer_rw_bytes / (x.hbm_bandwidth_gbs * 1e9)
-    host_share = x.host_memory_bandwidth_gbs / x.gpus_per_node
-    on_cpu = local * x.optimizer_rw_bytes / (ops.nan_to_num(host_share, nan=50.0) * 1e9)
     transfers = local * (x.grad_bytes + x.weight_bytes) / (x.pcie_bandwidth_gbs * 1e9)
     offloaded = x.optimizer_offloaded
-    return ops.where(offloaded, on_cpu, on_gpu), ops.where(offloaded, transfers, 0.0)
+    return ops.where(offloaded, _cpu_adam_s(x, p, local), on_gpu), ops.where(offloaded, transfers, 0.0)
+
+
+def _cpu_adam_s(x: Inputs, p: ModelParameters, local):
+    """CPU-Adam over this GPU's `local` parameters, its process's share of the node (1 / GPUs per node)
+    of the host's memory bandwidth and cores, all ranks stepping at once: the slower of streaming the
+    states through host memory and the arithmetic at `cpu_adam_params_per_s_per_core` (Ren et al.
+    2021 §5.1: vectorized, one OpenMP thread per core). Unknown bandwidth: 50 GB/s per GPU; unknown
+    cores: the arithmetic is not modelled."""
+    host_share = x.host_memory_bandwidth_gbs / x.gpus_per_node
+    stream = local * x.optimizer_rw_bytes / (ops.nan_to_num(host_share, nan=50.0) * 1e9)
+    cores = x.cpu_cores_per_node / x.gpus_per_node
+    arithmetic = ops.nan_to_num(local / (cores * p.cpu_adam_params_per_s_per_core), nan=0.0)
+    return ops.maximum(stream, arithmetic)
 
 
 def _offload_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:

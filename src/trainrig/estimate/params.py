@@ -140,6 +140,13 @@ class ModelParameters:
     """Pre-tokenized samples read from a memory-mapped array and collated, per CPU core."""
     tokenize_tokens_per_s_per_core: float = 0.5e6
     """On-the-fly BPE tokenization per core (HF tokenizers; tiktoken's README reports 3–6× that)."""
+    cpu_adam_params_per_s_per_core: float = 30e6
+    """Parameters one host core updates per second in DeepSpeed's CPU-Adam (AVX-512, fp32 states; the
+    ZeRO-Offload optimizer step, Ren et al. 2021 §5.1). DeepSpeed PR #735 (R. Yazdani Aminabadi,
+    2021-02): 8.2 s per step for an 11.6B-parameter GPT-2 (56 s with torch.optim.Adam; the 5.1–6.5×
+    of DeepSpeed's feature docs for 1–10B), on the 48 cores of a DGX-2 host (2 × 24-core Xeon Platinum
+    8168, the testbed of Ren et al. §6.1; the PR does not state its cores): 11.6e9 / 8.2 / 48 ≈ 30e6.
+    Below the host memory stream of that machine, so arithmetic, not bandwidth, set that step."""
     bytes_per_token_on_disk: float = 4.0
     """Dataset bytes read per token: uint32 ids pre-tokenized, or ~4 bytes of UTF-8 text per token."""
     host_ram_per_gpu_process_gb: float = 6.0

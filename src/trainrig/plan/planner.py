@@ -22,16 +22,19 @@ from trainrig.estimate.params import DEFAULT_PARAMETERS, ModelParameters
 from trainrig.plan.hardware import HardwareOption, hardware_options, resolve_gpu_types, with_profile
 from trainrig.plan.node import node_advice
 from trainrig.plan.request import PlanRequest, make_request
-from trainrig.plan.result import CompareResult, Comparison, FrontPoint, OfferRef, Plan, PlanResult
+from trainrig.plan.result import CompareResult, Comparison, FrontPoint, OfferRef, Plan, PlanResult, ScalingPoint
 from trainrig.plan.search import Candidates, SearchProgress, SearchResult, job_mapping, search
 from trainrig.plan.select import (
     NEAR_TIE_RELATIVE,
     closest,
+    collapse_same_layout,
     distinct_hardware,
     feasible_mask,
     one_per_gpu_type,
     pareto_front,
+    priced_first,
     ranked,
+    same_layout,
     spread,
 )
 from trainrig.plan.space import SearchSpace
@@ -129,7 +132,8 @@ class Planner:
         feasible = feasible_mask(c, request)
         index = np.flatnonzero(feasible)
         chosen, message = self._chosen(c, index, per_gpu_type) if len(index) else self._closest(found, per_gpu_type)
-        plans = [self._plan(rank, candidates, i, meets) for rank, (candidates, i, meets) in enumerate(chosen, 1)]
+        plans = [self._plan(rank, candidates, i, meets, pool, feasible)
+                 for rank, (candidates, i, meets, pool) in enumerate(chosen, 1)]
         notes = self.notes + self._search_notes(c, index) + _not_finite_note(found)
         return PlanResult(plans=plans, feasible=bool(len(index)), message=message, objective=request.objective,
                           constraints=request.constraints(), n_configurations_evaluated=found.n_enumerated,
@@ -137,18 +141,26 @@ class Planner:
                           search_time_s=None, points=self._points(c, feasible), notes=notes)
 
     def _chosen(self, c: Candidates, index: np.ndarray, per_gpu_type: bool = False) -> tuple[list, str | None]:
+        """(candidates, row, meets, pool) per plan shown: priced rows first, then the unpriced ones apart;
+        one row per layout and node kind, whose other GPU counts in `pool` become its scaling."""
         k = self.request.top_k
         if self.request.objective == "pareto" and not per_gpu_type:
             front = pareto_front(c, distinct_hardware(c, ranked(c, index, "time")))
             if len(front):
-                return [(c, i, True) for i in spread(front, k)], None
+                return [(c, i, True, index) for i in spread(collapse_same_layout(c, front), k)], None
         objective = self.request.objective
         if per_gpu_type:  # each type's best among its own rows, as compare() picks it (pareto: by cost)
             objective = "time" if objective == "time" else "cost"
-            index = np.array([self._ranked(c, rows, objective)[0] for rows in self._rows_per_gpu_type(c, index)],
+            index = np.array([self._best(c, rows, objective) for rows in self._rows_per_gpu_type(c, index)],
                              dtype=np.int64)
-        best = distinct_hardware(c, self._ranked(c, index, objective))[:k]
-        return [(c, i, True) for i in best], None
+        rows = collapse_same_layout(c, distinct_hardware(c, self._ranked(c, index, objective)))
+        priced, unpriced = priced_first(c, rows, k)
+        return [(c, i, True, index) for i in np.concatenate([priced, unpriced])], None
+
+    def _best(self, c: Candidates, rows: np.ndarray, objective: str) -> int:
+        """The best of `rows` by the objective among those with a price, or of all when none has one."""
+        known = rows[np.isfinite(c.cost_usd[rows])]
+        return int(self._ranked(c, known if len(known) else rows, objective)[0])
 
     @staticmethod
     def _ranked(c: Candidates, index: np.ndarray, objective: str) -> np.ndarray:
@@ -166,16 +178,21 @@ class Planner:
             over = found.closest_overflow
             ordered = np.arange(len(over))
             rows = distinct_hardware(over, self._per_gpu_type(over, ordered) if per_gpu_type else ordered)[:k]
-            return [(over, i, False) for i in rows], self._nothing_fits_message(over)
+            return [(over, i, False, None) for i in rows], self._nothing_fits_message(over)
         ordered = closest(c, self.request)
-        rows = distinct_hardware(c, self._per_gpu_type(c, ordered) if per_gpu_type else ordered)[:k]
-        return [(c, i, False) for i in rows], self._miss_message(c)
+        rows = distinct_hardware(c, self._per_gpu_type(c, ordered) if per_gpu_type else ordered)
+        priced, unpriced = priced_first(c, collapse_same_layout(c, rows), k)
+        everything = np.arange(len(c))
+        return [(c, i, False, everything) for i in np.concatenate([priced, unpriced])], self._miss_message(c)
 
     def _per_gpu_type(self, c: Candidates, ordered: np.ndarray) -> np.ndarray:
         gpu_of_option = np.array([o.gpu.id for o in self.options])
         return one_per_gpu_type(gpu_of_option[c.option[ordered]], ordered)
 
-    def _plan(self, rank: int, c: Candidates, i: int, meets: bool) -> Plan:
+    def _plan(self, rank: int, c: Candidates, i: int, meets: bool, pool: np.ndarray | None = None,
+              feasible: np.ndarray | None = None) -> Plan:
+        """Row `i` as a plan, through the single-configuration estimate; its layout at the other GPU
+        counts of `pool` (the rows it stands for) as its scaling, from the search's own figures."""
         option = self.options[int(c.option[i])]
         layout = c.layouts.training_fields(int(i))
         mapping = job_mapping(self.request, option, int(c.n_gpus[i]), layout)
@@ -193,7 +210,36 @@ class Planner:
                     "recompute": t.recompute, "sequence_parallel": t.sequence_parallel,
                     "tp_comm_overlap": t.tp_comm_overlap},
             memory_headroom_gib=est.memory_capacity_gib - est.memory_per_gpu_gib, estimate=est, node=node,
-            job=mapping)
+            job=mapping, **self._scaling(c, int(i), pool, feasible, option),
+            no_price_reason=None if est.cost_usd is not None else self._no_price_reason(option, hw.n_gpus))
+
+    def _scaling(self, c: Candidates, i: int, pool: np.ndarray | None, feasible: np.ndarray | None,
+                 option: HardwareOption) -> dict[str, Any]:
+        if pool is None or not len(pool) or not np.isfinite(c.total_time_s[i]):
+            return {}
+        points = []
+        for j in same_layout(c, pool, i):
+            cost = float(c.cost_usd[j]) if np.isfinite(c.cost_usd[j]) else None
+            ratio = cost / float(c.cost_usd[i]) if cost is not None and np.isfinite(c.cost_usd[i]) else None
+            points.append(ScalingPoint(
+                n_gpus=int(c.n_gpus[j]), n_nodes=max(1, int(c.n_gpus[j]) // option.gpus_per_node),
+                total_time_s=float(c.total_time_s[j]), cost_usd=cost,
+                speedup=float(c.total_time_s[i] / c.total_time_s[j]), cost_ratio=ratio,
+                meets_constraints=bool(feasible[j]) if feasible is not None else False))
+        return {"scaling": points, "scaling_note": scaling_note(int(c.n_gpus[i]), points)}
+
+    def _no_price_reason(self, option: HardwareOption, n_gpus: int) -> str:
+        gpu = option.gpu.id
+        if option.offer is not None:
+            return f"the offer {option.offer.provider} {option.offer.instance} publishes no price"
+        priced = [o for o in self.options if o.gpu.id == gpu and o.price_usd_per_gpu_hour is not None]
+        if not priced:
+            return f"no offer in the catalog for {gpu}"
+        largest = max(max(o.gpu_counts(self.request.max_gpus, self.request.max_nodes), default=0) for o in priced)
+        if n_gpus > largest:
+            return f"no offer in the catalog for {n_gpus} × {gpu}: the largest rents {largest}"
+        return (f"no offer in the catalog for these nodes ({option.gpus_per_node} × {gpu}, default links);"
+                " its offers rent other machines")
 
     def _misses(self, est) -> list[str]:
         misses, request = [], self.request
@@ -260,8 +306,8 @@ class Planner:
         if not unpriced:
             return []
         return [f"{unpriced:,} of the configurations that meet the constraints run on hardware without a known price"
-                " (catalog nodes or offers without one): their cost is null"
-                + (", and they rank after every priced one" if self.request.objective == "cost" else "")]
+                " (catalog nodes or offers without one): their cost is null, and any shown come after the priced"
+                " plans, apart, never ranked among them"]
 
     # ---- points for the time–cost plot -------------------------------------------------------------
 
@@ -285,6 +331,8 @@ class Planner:
         gpus = list(dict.fromkeys([o.gpu.id for o in self.options if o.offer is None]
                                   + [o.gpu.id for o in self.options]))
         rows = [self._comparison(gpu, c, feasible, found.closest_overflow) for gpu in gpus]
+        # rows without a price after the others, never among them
+        rows.sort(key=lambda row: row.plan is not None and row.plan.no_price_reason is not None)
         return CompareResult(rows=rows, objective=self.request.objective, constraints=self.request.constraints(),
                              n_configurations_evaluated=found.n_enumerated, n_configurations_fitting=len(c),
                              search_time_s=None, notes=self.notes + _not_finite_note(found))
@@ -295,12 +343,12 @@ class Planner:
         ok = mine[feasible[mine]]
         if len(ok):
             objective = "time" if self.request.objective == "time" else "cost"
-            best = ranked(c, ok, objective, near_tie_relative=NEAR_TIE_RELATIVE)[0]  # as plan() ranks them
-            return Comparison(gpu=gpu, plan=self._plan(1, c, best, True), reason=None)
+            best = self._best(c, ok, objective)  # as plan() ranks them; a priced row before any unpriced
+            return Comparison(gpu=gpu, plan=self._plan(1, c, best, True, ok, feasible), reason=None)
         if len(mine):
             best = closest(c.take(mine), self.request)[0]
             row = mine[best]
-            plan = self._plan(1, c, row, False)
+            plan = self._plan(1, c, row, False, mine, feasible)
             return Comparison(gpu=gpu, plan=plan, reason="; ".join(plan.misses) or "misses the constraints")
         limit = f"{self.request.max_gpus} GPUs"
         theirs = np.flatnonzero(on_gpu[over.option])
@@ -310,6 +358,25 @@ class Planner:
                 f"does not fit on up to {limit}: the closest needs {over.memory_bytes[i] / GIB:.1f} of"
                 f" {over.capacity_bytes[i] / GIB:g} GiB per GPU"))
         return Comparison(gpu=gpu, plan=None, reason=f"no valid layout for this model and batch on up to {limit}")
+
+
+def scaling_note(n_gpus: int, points: list[ScalingPoint]) -> str | None:
+    """`also 16→64 GPUs: 3.1× faster, 1.2× the cost`, for the largest count of `points` above `n_gpus` and
+    the smallest below it; null without points."""
+    ends = [p for p in (max((p for p in points if p.n_gpus > n_gpus), key=lambda p: p.n_gpus, default=None),
+                        min((p for p in points if p.n_gpus < n_gpus), key=lambda p: p.n_gpus, default=None))
+            if p is not None]
+    if not ends:
+        return None
+    def times(r: float) -> str:
+        return f"{r:.2f}×" if r < 10 else f"{r:.3g}×"
+
+    parts = []
+    for p in ends:
+        speed = f"{times(p.speedup)} faster" if p.speedup >= 1 else f"{times(1 / p.speedup)} slower"
+        cost = f", {times(p.cost_ratio)} the cost" if p.cost_ratio is not None else ""
+        parts.append(f"{n_gpus}→{p.n_gpus} GPUs: {speed}{cost}")
+    return "also " + "; ".join(parts)
 
 
 def _not_finite_note(found: SearchResult) -> list[str]:

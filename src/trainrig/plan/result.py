@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from trainrig.estimate.result import Estimate
 
-__all__ = ["NodeAdvice", "OfferRef", "Plan", "FrontPoint", "PlanResult", "Comparison", "CompareResult"]
+__all__ = ["NodeAdvice", "OfferRef", "ScalingPoint", "Plan", "FrontPoint", "PlanResult", "Comparison", "CompareResult"]
 
 
 class _Frozen(BaseModel):
@@ -49,6 +49,22 @@ class OfferRef(_Frozen):
     sources: list[str]
 
 
+class ScalingPoint(_Frozen):
+    """A plan's layout at another GPU count on the same node kind (more or less data parallelism):
+    a row of its own before the planner collapsed "same layout, more GPUs" into the plan."""
+
+    n_gpus: int
+    n_nodes: int
+    total_time_s: float
+    cost_usd: float | None
+    """Null where no price is known (as the plan's)."""
+    speedup: float
+    """The plan's total time over this one's (> 1: faster than the plan)."""
+    cost_ratio: float | None
+    """This one's cost over the plan's (null without a price)."""
+    meets_constraints: bool
+
+
 class Plan(_Frozen):
     """One recommended configuration: the job it describes, its estimate and the node around it."""
 
@@ -73,6 +89,13 @@ class Plan(_Frozen):
     """CPU, RAM, storage and network for the node (null when the configuration does not fit)."""
     job: dict[str, Any]
     """The job file (`trainrig estimate` re-runs it; cost with `--price`)."""
+    scaling: list[ScalingPoint] = []
+    """The same layout on the same node kind at other GPU counts, fewest first, collapsed into this row."""
+    scaling_note: str | None = None
+    """`also 16→64 GPUs: 3.1× faster, 1.2× the cost`: the farthest of `scaling` each way (null when empty)."""
+    no_price_reason: str | None = None
+    """Why this row has no price (no offer in the catalog for this GPU or node count; an offer without a
+    published price); null when priced. Such rows are shown after the priced ones, never ranked among them."""
 
 
 class FrontPoint(_Frozen):

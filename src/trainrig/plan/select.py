@@ -16,7 +16,8 @@ from trainrig.plan.request import PlanRequest
 from trainrig.plan.search import Candidates
 
 __all__ = ["feasible_mask", "ranked", "distinct_hardware", "one_per_gpu_type", "pareto_front", "spread", "closest",
-           "violation", "near_tie_groups", "NEAR_TIE_RELATIVE"]
+           "violation", "near_tie_groups", "NEAR_TIE_RELATIVE", "LAYOUT_FIELDS", "collapse_same_layout", "same_layout",
+           "priced_first"]
 
 NEAR_TIE_RELATIVE = 0.005
 """Costs within 0.5 % of each other rank as a tie, broken by time: well inside the model's own error, and
@@ -83,6 +84,51 @@ def distinct_hardware(c: Candidates, ordered: np.ndarray) -> np.ndarray:
                              c.capacity_bytes[kept]], axis=1)
     _, first = np.unique(same_machine, axis=0, return_index=True)
     return kept[np.sort(first)]
+
+
+LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "global_batch", "zero", "recompute",
+                 "sequence_parallel", "tp_comm_overlap")
+"""What makes two configurations on one node kind "the same layout": everything but the data-parallel
+degree (and the accumulation that follows from it), i.e. the same run at more or fewer GPUs."""
+
+
+def _layout_keys(c: Candidates, rows: np.ndarray) -> np.ndarray:
+    return np.stack([c.option[rows]] + [getattr(c.layouts, name)[rows] for name in LAYOUT_FIELDS], axis=1)
+
+
+def collapse_same_layout(c: Candidates, ordered: np.ndarray) -> np.ndarray:
+    """The first (best) of `ordered` for each layout on each node kind, order kept: the same layout at
+    more GPUs (more data parallelism) is one row, whose scaling `same_layout` finds."""
+    if not len(ordered):
+        return ordered
+    _, first = np.unique(_layout_keys(c, ordered), axis=0, return_index=True)
+    return ordered[np.sort(first)]
+
+
+def same_layout(c: Candidates, pool: np.ndarray, row: int) -> np.ndarray:
+    """The configurations of `pool` with `row`'s node kind and layout at other GPU counts, fewest GPUs
+    first (at most one per count: node kind, layout and count make one configuration)."""
+    match = pool[c.option[pool] == c.option[row]]
+    for name in LAYOUT_FIELDS:  # one field at a time, each on what the last left: the pool shrinks fast
+        values = getattr(c.layouts, name)
+        match = match[values[match] == values[row]]
+    match = match[c.n_gpus[match] != c.n_gpus[row]]
+    return match[np.argsort(c.n_gpus[match], kind="stable")]
+
+
+def priced_first(c: Candidates, ordered: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows to show, kept apart by price: the best k with a known cost, and the unpriced rows the order
+    puts ahead of the last of those (they would have displaced a priced row), at most half of k rounded up
+    (each row shown costs a full estimate and a node), or, with fewer than k priced, the best unpriced to
+    fill k rows. Unpriced rows never rank among priced ones."""
+    known = np.isfinite(c.cost_usd[ordered])
+    priced = ordered[known][:k]
+    unpriced = ordered[~known]
+    if len(priced) < k:
+        return priced, unpriced[:k - len(priced)]
+    last = int(np.flatnonzero(ordered == priced[-1])[0])
+    ahead = np.flatnonzero(~known[:last])
+    return priced, ordered[ahead][:(k + 1) // 2]
 
 
 def pareto_front(c: Candidates, index: np.ndarray) -> np.ndarray:

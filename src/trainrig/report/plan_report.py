@@ -19,7 +19,13 @@ def plan_view(result: PlanResult) -> Group:
         parts.append(Text(("nothing meets the constraints: " if not result.feasible else "") + result.message,
                           style="bold red"))
     if result.plans:
-        parts += [_plans_table(result), _layouts_table(result.plans)]
+        priced = [p for p in result.plans if p.no_price_reason is None]
+        unpriced = [p for p in result.plans if p.no_price_reason is not None]
+        if priced:
+            parts.append(_plans_table(priced, "Best configurations" if result.feasible else "Closest configurations"))
+        if unpriced:
+            parts.append(_plans_table(unpriced, UNPRICED_TITLE))
+        parts.append(_layouts_table(result.plans))
         top = result.plans[0]
         if top.node is not None:
             parts.append(node_table(top.node, f"The node for plan #{top.rank}"))
@@ -52,6 +58,9 @@ def _constraints_text(constraints: dict) -> str:
     return ", ".join(parts)
 
 
+UNPRICED_TITLE = "Without a price (no offer in the catalog for that GPU or node count), apart from any ranking above"
+
+
 def hardware_text(plan: Plan) -> str:
     """`64 × H100-SXM5-80GB`, then `8 nodes · aws p5.48xlarge`."""
     nodes = f"{plan.n_nodes} node{'s' if plan.n_nodes > 1 else ''}"
@@ -59,17 +68,28 @@ def hardware_text(plan: Plan) -> str:
     return f"{plan.n_gpus} × {plan.gpu}\n{nodes} · {where}"
 
 
-def _plans_table(result: PlanResult) -> Table:
+def _hardware_cell(plan: Plan) -> Text:
+    """The hardware, then why it has no price and how the same layout scales (when it does)."""
+    if plan.no_price_reason:
+        text = Text(f"{plan.n_gpus} × {plan.gpu}\n{plan.n_nodes} node{'s' if plan.n_nodes > 1 else ''} · ")
+        text.append(plan.no_price_reason, style="yellow")
+    else:
+        text = Text(hardware_text(plan))
+    if plan.scaling_note:
+        text.append(f"\n{plan.scaling_note}", style="dim")
+    return text
+
+
+def _plans_table(plans: list[Plan], title: str) -> Table:
     """What each plan rents and what it achieves."""
-    title = "Best configurations" if result.feasible else "Closest configurations"
     table = Table(title=title, title_justify="left", header_style="bold")
     for column, justify in (("#", "right"), ("hardware", "left"), ("total time", "right"), ("cost", "right"),
                             ("GPU-hours", "right"), ("MFU", "right"), ("bottleneck", "left")):
         table.add_column(column, justify=justify)
-    for plan in result.plans:
+    for plan in plans:
         est = plan.estimate
         cost = money_text(est.cost_usd) + (f"\n${est.price_usd_per_gpu_hour:g}/GPU-h" if est.cost_usd else "")
-        table.add_row(str(plan.rank), hardware_text(plan), duration_text(est.total_time_s), cost,
+        table.add_row(str(plan.rank), _hardware_cell(plan), duration_text(est.total_time_s), cost,
                       na(est.gpu_hours, "{:,.0f}"), f"{est.mfu:.1%}", _binds(plan))
     return table
 
@@ -96,10 +116,14 @@ def parallel_text(plan: Plan) -> str:
     return f"{tp}·{pp}·{lay['dp']}·{lay['cp']}·{lay['ep']}"
 
 
-def _count_text(plan: Plan) -> str:
-    """`16 (2 nodes)` then the offer."""
+def _count_text(plan: Plan) -> Text:
+    """`16 (2 nodes)` then the offer (or why there is no price), then how the same layout scales."""
     where = f"{plan.offer.provider} {plan.offer.instance}" if plan.offer else "no offer"
-    return f"{plan.n_gpus} ({plan.n_nodes} node{'s' if plan.n_nodes > 1 else ''})\n{where}"
+    text = Text(f"{plan.n_gpus} ({plan.n_nodes} node{'s' if plan.n_nodes > 1 else ''})\n")
+    text.append(plan.no_price_reason or where, style="yellow" if plan.no_price_reason else "")
+    if plan.scaling_note:
+        text.append(f"\n{plan.scaling_note}", style="dim")
+    return text
 
 
 def _binds(plan: Plan) -> Text:
@@ -127,14 +151,31 @@ def _notes(notes: list[str]) -> Text:
 
 
 def compare_view(result: CompareResult) -> Group:
-    """One row per GPU type: its best configuration's time, cost, headroom and what binds."""
-    table = Table(title=f"Best configuration per GPU type (objective: {result.objective})", title_justify="left",
-                  header_style="bold")
+    """One row per GPU type: its best configuration's time, cost, headroom and what binds; the GPU types
+    whose best has no price in a table of their own after the others."""
+    unpriced = [row for row in result.rows if row.plan is not None and row.plan.no_price_reason is not None]
+    others = [row for row in result.rows if row not in unpriced]
+    header = Text(f"{result.n_configurations_evaluated:,} configurations evaluated, "
+                  f"{result.n_configurations_fitting:,} fit in memory; constraints: "
+                  f"{_constraints_text(result.constraints)}", style="dim")
+    parts = [header]
+    if others:
+        parts.append(_compare_table(others, f"Best configuration per GPU type (objective: {result.objective})"))
+    if unpriced:
+        parts.append(_compare_table(unpriced, UNPRICED_TITLE))
+    planned = [row for row in others + unpriced if row.plan is not None]
+    if planned:
+        parts.append(_layouts_table([row.plan for row in planned], [row.gpu for row in planned], first="GPU"))
+    return Group(*parts, _notes(result.notes))
+
+
+def _compare_table(rows: list, title: str) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold")
     table.add_column("GPU", no_wrap=True)
     for column, justify in (("GPUs", "left"), ("total time", "right"), ("cost", "right"), ("headroom", "right"),
                             ("MFU", "right"), ("what binds", "left")):
         table.add_column(column, justify=justify)
-    for row in result.rows:
+    for row in rows:
         if row.plan is None:
             table.add_row(row.gpu, Text(row.reason or "", style="red"), NA, NA, NA, NA, "")
             continue
@@ -145,11 +186,4 @@ def compare_view(result: CompareResult) -> Group:
             binds.append(f"\nmisses: {row.reason}", style="red")
         table.add_row(row.gpu, _count_text(plan), duration_text(est.total_time_s), money_text(est.cost_usd),
                       headroom, f"{est.mfu:.1%}", binds)
-    header = Text(f"{result.n_configurations_evaluated:,} configurations evaluated, "
-                  f"{result.n_configurations_fitting:,} fit in memory; constraints: "
-                  f"{_constraints_text(result.constraints)}", style="dim")
-    planned = [row for row in result.rows if row.plan is not None]
-    parts = [header, table]
-    if planned:
-        parts.append(_layouts_table([row.plan for row in planned], [row.gpu for row in planned], first="GPU"))
-    return Group(*parts, _notes(result.notes))
+    return table

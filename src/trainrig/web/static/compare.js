@@ -99,6 +99,8 @@ function draw() {
       barCell(f.gib(values.headroom), values.headroom, largest.headroom, "headroom"),
       cell(hardware(row), "compare-offer"));
     if (row.reason) tr.lastChild.append(note(row.reason));
+    // why it has no price (these rows come after the priced ones), and how its layout scales
+    for (const text of [row.plan.no_price_reason, row.plan.scaling_note]) if (text) tr.lastChild.append(note(text));
     return tr;
   }));
 }

@@ -331,6 +331,14 @@ export function pointDetails(point) {
   return lines;
 }
 
+// A cell's text with a small note under it (why a plan has no price, how its layout scales), or the text alone
+function withNote(text, noteText) {
+  if (!noteText) return text;
+  const span = document.createElement("span");
+  span.append(text, element("span", { className: "reason", text: noteText }));
+  return span;
+}
+
 export function showPlanTable(result, selectedRank, onSelect) {
   const rows = result.plans.map((plan) => {
     const choose = element("button", { className: "link", text: String(plan.rank), testid: `plan-row-${plan.rank}` });
@@ -341,9 +349,10 @@ export function showPlanTable(result, selectedRank, onSelect) {
     const tr = row([
       choose, f.duration(plan.estimate.total_time_s), f.money(plan.estimate.cost_usd),
       `${plan.n_gpus} × ${plan.gpu} (${plan.n_nodes} node${plan.n_nodes > 1 ? "s" : ""})`,
-      plan.offer ? `${plan.offer.provider} ${plan.offer.instance}, ${f.usd(plan.offer.usd_per_gpu_hour)}/GPU-h` : "—",
-      `tp ${layout.tp} · pp ${layout.pp} · dp ${layout.dp} · ZeRO ${layout.zero} · mb ${layout.micro_batch}`
-        + (layout.recompute !== "none" ? ` · ${layout.recompute} recompute` : ""),
+      withNote(plan.offer ? `${plan.offer.provider} ${plan.offer.instance}, ${f.usd(plan.offer.usd_per_gpu_hour)}/GPU-h`
+        : "—", plan.no_price_reason),
+      withNote(`tp ${layout.tp} · pp ${layout.pp} · dp ${layout.dp} · ZeRO ${layout.zero} · mb ${layout.micro_batch}`
+        + (layout.recompute !== "none" ? ` · ${layout.recompute} recompute` : ""), plan.scaling_note),
       f.percent(plan.estimate.mfu), plan.meets_constraints ? "yes" : plan.misses.join("; "),
     ]);
     tr.classList.toggle("selected", plan.rank === selectedRank);
