@@ -65,3 +65,18 @@ def _trainable(x):
     from trainrig.estimate.core import trainable_parameter_counts
 
     return trainable_parameter_counts(x)
+
+
+def test_the_offloaded_step_is_its_own_part_and_the_message_names_it():
+    """The host's optimizer step shows as `cpu_optimizer` in the breakdown (not `other`), equal to
+    the CPU-Adam time, and the bottleneck sentence says the optimizer step, not data loading."""
+    job = _job(8)
+    est = estimate(job)
+    cpu_step = float(_optimizer_s(inputs_from_job(job, P), P)[0])
+    assert est.step_breakdown_s["cpu_optimizer"] == pytest.approx(cpu_step, rel=1e-12)
+    assert est.step_breakdown_s["other"] == pytest.approx(P.step_overhead_s, rel=1e-9)
+    assert sum(est.step_breakdown_s.values()) == pytest.approx(est.step_time_s, rel=1e-12)
+    assert "optimizer step runs on the CPU" in est.bottleneck_message
+    on_gpu = estimate(_job(8, offload="none"))
+    assert on_gpu.step_breakdown_s["cpu_optimizer"] == 0.0
+    assert on_gpu.step_breakdown_s["other"] > P.step_overhead_s  # the fused GPU step stays in `other`

@@ -40,7 +40,7 @@ from trainrig.estimate.params import ModelParameters
 __all__ = ["evaluate", "Outputs", "STEP_PARTS", "MEMORY_PARTS"]
 
 STEP_PARTS = ("compute", "launch_overhead", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble",
-              "dp_comm", "data_loading", "host_transfer", "checkpoint", "other")
+              "dp_comm", "data_loading", "host_transfer", "checkpoint", "cpu_optimizer", "other")
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other")
 TOKEN_BATCH_BYTES = 16  # int64 input ids + int64 labels per token, copied host → device
 
@@ -101,7 +101,10 @@ def _evaluate(x: Inputs, p: ModelParameters, with_memory: bool) -> Outputs:
     parts["data_loading"] = _data_loading_exposed_s(x, p, gpu_busy, m * micro["host_issue"])
     parts["host_transfer"] = _host_transfer_exposed_s(x, gpu_busy) + offload_s + _offload_exposed_s(x, p, micro)
     parts["checkpoint"] = _checkpoint_s(x)
-    parts["other"] = optimizer_s + p.step_overhead_s
+    # an offloaded optimizer steps on the host (ZeRO-Offload's CPU-Adam): its own part, so a step
+    # the CPU holds back says so; the on-GPU step stays in `other` with the per-step overhead
+    parts["cpu_optimizer"] = ops.where(x.optimizer_offloaded, optimizer_s, 0.0)
+    parts["other"] = optimizer_s - parts["cpu_optimizer"] + p.step_overhead_s
     step = sum(parts.values())
 
     state, memory, total_memory, fits = _memory(memory_x, p) if with_memory else ({}, None, None, None)

@@ -153,13 +153,22 @@ def _bottleneck(row: dict[str, Any], speedups: dict[str, float], job: Job) -> tu
                       f"(TP {share['tp_comm']:.0%}, DP {share['dp_comm']:.0%} of the step)",
         "inter_node": f"the network between nodes carries exposed traffic (DP {share['dp_comm']:.0%} of the step)",
         "pcie": f"host↔GPU copies over PCIe are exposed ({share['host_transfer']:.0%} of the step)",
-        "cpu": (f"the GPU waits on kernel launches ({share['launch_overhead']:.0%} of the step)"
-                if row["launch_bound_fraction"] > 0
-                else f"data loading on the CPU shows ({share['data_loading']:.0%} of the step)"),
+        "cpu": _cpu_detail(row, share),
         "storage": "dataset reads or checkpoint writes show "
                    f"({share['data_loading'] + share['checkpoint']:.0%} of the step)",
     }[resource]
     return resource, f"{RESOURCES[resource]} binds: {detail}; 2× faster would speed the step {gain:.2f}×"
+
+
+def _cpu_detail(row: dict[str, Any], share: dict[str, float]) -> str:
+    """What the CPU holds back: kernel launches, the offloaded optimizer step or data loading,
+    whichever shows most in the step."""
+    shown = {"launch": share["launch_overhead"] if row["launch_bound_fraction"] > 0 else 0.0,
+             "optimizer": share["cpu_optimizer"], "loading": share["data_loading"]}
+    largest = max(shown, key=shown.get)
+    return {"launch": f"the GPU waits on kernel launches ({shown['launch']:.0%} of the step)",
+            "optimizer": f"the optimizer step runs on the CPU (offload) and takes {shown['optimizer']:.0%} of the step",
+            "loading": f"data loading on the CPU shows ({shown['loading']:.0%} of the step)"}[largest]
 
 
 def _fit_message(job: Job, row: dict[str, Any], params: ModelParameters) -> tuple[str, list[dict[str, Any]]]:

@@ -16,7 +16,8 @@ __all__ = ["plan_plot", "plan_figure"]
 SECONDS_PER_DAY = 86400.0
 PART_COLORS = {"compute": "#4c72b0", "launch_overhead": "#8c8c8c", "tp_comm": "#dd8452", "cp_comm": "#937860",
                "ep_comm": "#da8bc3", "pp_comm": "#8172b3", "pp_bubble": "#ccb974", "dp_comm": "#c44e52",
-               "data_loading": "#64b5cd", "host_transfer": "#55a868", "checkpoint": "#a1c9f4", "other": "#cfcfcf"}
+               "data_loading": "#64b5cd", "host_transfer": "#55a868", "checkpoint": "#a1c9f4",
+               "cpu_optimizer": "#8de5a1", "other": "#cfcfcf"}
 
 
 def plan_plot(result: PlanResult, suffix: str) -> bytes | str:

@@ -13,7 +13,7 @@ const STEP_LABELS = {
   compute: "compute", launch_overhead: "kernel launches", tp_comm: "tensor-parallel comm",
   cp_comm: "context-parallel comm", ep_comm: "expert-parallel comm", pp_comm: "pipeline comm",
   pp_bubble: "pipeline bubble", dp_comm: "data-parallel comm", data_loading: "data loading",
-  host_transfer: "host transfer", checkpoint: "checkpoints", other: "other",
+  host_transfer: "host transfer", checkpoint: "checkpoints", cpu_optimizer: "CPU optimizer", other: "other",
 };
 const RESOURCE_LABELS = {
   compute: "GPU compute", hbm_bandwidth: "GPU memory bandwidth", intra_node: "link inside a node",
