@@ -30,7 +30,9 @@ for _ in range(int(sys.argv[2])):
 
 def instructions(source_root: Path, calls: int) -> int:
     """Instructions of a process that loads the job and makes `calls` estimates."""
-    env = {"PYTHONPATH": str(source_root / "src"), "PATH": "/usr/bin:/bin"}
+    # one BLAS/OpenMP thread: idle pool threads spin for a while under valgrind, which counts them
+    env = {"PYTHONPATH": str(source_root / "src"), "PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": "1",
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
     done = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
                            sys.executable, "-c", LOOP, str(JOB), str(calls)],
                           capture_output=True, text=True, env=env, check=False)
