@@ -7,6 +7,9 @@ identical to one answered before is answered from the pool's cache: the job is b
 a shared link opens at once; one identical to a job still queued or running joins that job (a second tab
 on the same link does not search twice). `DELETE …/{id}` sets the job's cancel flag: the pool kills that
 search's child and starts another. At most `max_jobs` jobs are kept; past that, the oldest finished go first.
+
+A poll may wait (`GET …/{id}?wait_s=0.25`): it answers as soon as the job ends, or with the progress once
+`wait_s` has passed, so the page learns of the answer the moment it is there rather than at its next poll.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from trainrig.web.plan_worker import (
     request_key,
 )
 
-__all__ = ["SearchJob", "JobStore", "FINISHED", "too_long_message"]
+__all__ = ["SearchJob", "JobStore", "FINISHED", "MAX_POLL_WAIT_S", "too_long_message"]
 
 FINISHED = ("done", "failed", "cancelled")
+MAX_POLL_WAIT_S = 5.0
+"""The longest one poll may wait for its job to end (it holds one of the server's threads meanwhile)."""
 log = logging.getLogger("trainrig.web")
 
 
@@ -61,9 +66,13 @@ class SearchJob:
     finished_s: float | None = None
     hooks: SearchHooks = field(default_factory=SearchHooks)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    ended: threading.Event = field(default_factory=threading.Event)
+    """Set once the job is done, failed or cancelled: what a waiting poll waits for."""
 
-    def view(self) -> dict[str, Any]:
-        """The JSON of `GET …/jobs/{id}`."""
+    def view(self, wait_s: float = 0.0) -> dict[str, Any]:
+        """The JSON of `GET …/jobs/{id}`; with `wait_s`, once the job has ended or that many seconds have passed."""
+        if wait_s > 0:
+            self.ended.wait(min(wait_s, MAX_POLL_WAIT_S))
         with self.lock:
             end_s = self.finished_s if self.finished_s is not None else time.monotonic()
             return {"id": self.id, "status": self.status, "cached": self.cached, "evaluated": self.evaluated,
@@ -79,6 +88,7 @@ class SearchJob:
             self.finished_s = time.monotonic()
             if result is not None and "n_configurations_evaluated" in result:
                 self.evaluated = self.total = result["n_configurations_evaluated"]
+        self.ended.set()
 
     def _started(self) -> None:
         with self.lock:

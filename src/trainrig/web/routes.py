@@ -26,7 +26,7 @@ from trainrig.estimate.result import Estimate
 from trainrig.plan.result import CompareResult, PlanResult
 from trainrig.web.errors import ERROR_RESPONSES, SEARCH_RESPONSES, ErrorBody, FiniteJSONResponse
 from trainrig.web.inputs import CompareBody, EstimateBody, ModelBody, PlanBody, body_error, plan_arguments
-from trainrig.web.jobs import JobStore
+from trainrig.web.jobs import MAX_POLL_WAIT_S, JobStore
 
 __all__ = ["router"]
 
@@ -149,6 +149,9 @@ _JOB_FOUND = {200: {"description": "The job's state", "content": {"application/j
 _JOB_CREATED = {202: {"description": "The job, queued (or done at once from the cache); poll GET …/jobs/{id}",
                       "content": {"application/json": {"schema": CREATED_SCHEMA}}}, **SEARCH_RESPONSES}
 _JOBS_LOCK = threading.Lock()
+WAIT_S = Query(0.0, ge=0, le=MAX_POLL_WAIT_S,
+               description="Wait up to this many seconds for the job to end: the answer comes as soon as it has "
+                           "(done, failed or cancelled), or with its progress once the time has passed.")
 
 
 @router.post("/plan/jobs", status_code=202, responses=_JOB_CREATED)
@@ -158,9 +161,9 @@ def plan_job(body: PlanBody, request: Request, per_gpu_type: bool = PER_GPU_TYPE
 
 
 @router.get("/plan/jobs/{job_id}", responses=_JOB_FOUND)
-def plan_job_state(job_id: str, request: Request) -> FiniteJSONResponse:
+def plan_job_state(job_id: str, request: Request, wait_s: float = WAIT_S) -> FiniteJSONResponse:
     """A plan job: status, configurations evaluated of the total, elapsed time, and the answer once done."""
-    return _state(request, "plan", job_id)
+    return _state(request, "plan", job_id, wait_s)
 
 
 @router.delete("/plan/jobs/{job_id}", responses=_JOB_FOUND)
@@ -176,9 +179,9 @@ def compare_job(body: CompareBody, request: Request) -> FiniteJSONResponse:
 
 
 @router.get("/compare/jobs/{job_id}", responses=_JOB_FOUND)
-def compare_job_state(job_id: str, request: Request) -> FiniteJSONResponse:
+def compare_job_state(job_id: str, request: Request, wait_s: float = WAIT_S) -> FiniteJSONResponse:
     """A compare job, as GET /api/plan/jobs/{id}."""
-    return _state(request, "compare", job_id)
+    return _state(request, "compare", job_id, wait_s)
 
 
 @router.delete("/compare/jobs/{job_id}", responses=_JOB_FOUND)
@@ -219,9 +222,9 @@ def _created(request: Request, task: str, arguments: dict[str, Any]) -> FiniteJS
                               headers={"location": f"/api/{task}/jobs/{job.id}"})
 
 
-def _state(request: Request, task: str, job_id: str) -> FiniteJSONResponse:
+def _state(request: Request, task: str, job_id: str, wait_s: float = 0.0) -> FiniteJSONResponse:
     job = _jobs(request).get(task, job_id)
-    return _unknown(task) if job is None else FiniteJSONResponse(job.view())
+    return _unknown(task) if job is None else FiniteJSONResponse(job.view(wait_s))
 
 
 def _cancelled(request: Request, task: str, job_id: str) -> FiniteJSONResponse:
