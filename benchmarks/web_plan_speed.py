@@ -282,7 +282,7 @@ def main() -> None:
             print(f"{'click → plan table, fresh request':44s} {GOAL_S:6.2f}  {name:8s} {spread(fresh)}  {met} "
                   f"({len(fresh)} runs)")
         if added:
-            print(f"{'  of which not the search (click→table − search)':44s} {'':6s}  {name:8s} {spread(added)}")
+            print(f"{'  of which not the search (− search_time_s)':44s} {'':6s}  {name:8s} {spread(added)}")
         print(f"{'click → plan table, first after start':44s} {GOAL_S:6.2f}  {name:8s} {first[0]:6.3f}")
         if cached:
             all_cached = all(row["cached"] for kind, row in rows[name] if kind == "cached")
@@ -291,7 +291,7 @@ def main() -> None:
     if "baseline" in medians:
         print(f"{'':44s} {'':6s}  {'ratio':8s} fresh median baseline / this = "
               f"{medians['baseline'] / medians['this']:.2f}×")
-    print(f"{'the search alone, in-process (plan task)':44s} {'':6s}  {'this':8s} {spread(alone)}  "
+    print(f"{'the search alone (plan task, own process)':44s} {'':6s}  {'this':8s} {spread(alone)}  "
           f"({len(alone)} runs)")
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; goal met = fastest fresh run within "
           "the goal")
