@@ -4,6 +4,7 @@ warm-up costs nothing but speed, and a waiting poll comes back with the job's en
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -84,20 +85,21 @@ def test_a_failing_or_unknown_warm_up_is_ignored(monkeypatch, capsys):
 def test_a_waiting_poll_comes_back_with_the_jobs_end(monkeypatch):
     monkeypatch.setattr(jobs, "MAX_POLL_WAIT_S", 3600.0)  # the poll waits for the end, however slow the machine
     job = SearchJob(id="x", task="plan")
-    seen: list[dict] = []
-    waiter = threading.Thread(target=lambda: seen.append(job.view(wait_s=3600)))
-    waiter.start()
-    job._progress(5, 10)
-    job.finish("done", result={"n_configurations_evaluated": 10, "plans": []})
-    waiter.join(timeout=600)
-    assert not waiter.is_alive() and seen[0]["status"] == "done" and seen[0]["evaluated"] == 10
+    finisher = threading.Timer(0.05, job.finish, args=("done",),
+                               kwargs={"result": {"n_configurations_evaluated": 10, "plans": []}})
+    finisher.start()  # the search's thread, finishing while the poll waits (or before: the same answer)
+    assert asyncio.run(job.ended_within(3600)) is True
+    assert job.view()["status"] == "done" and job.view()["evaluated"] == 10
 
 
-def test_a_poll_without_wait_or_on_an_ended_job_answers_at_once():
+def test_a_poll_on_a_running_job_answers_with_its_progress_once_the_wait_has_passed():
     job = SearchJob(id="x", task="plan")
-    assert job.view()["status"] == "queued"  # no wait: the state now
+    job._started()
+    job._progress(5, 10)
+    assert asyncio.run(job.ended_within(0.01)) is False
+    assert job.view()["status"] == "running" and job.view()["evaluated"] == 5
     job.finish("cancelled")
-    assert job.view(wait_s=jobs.MAX_POLL_WAIT_S)["status"] == "cancelled"  # ended: nothing to wait for
+    assert asyncio.run(job.ended_within(jobs.MAX_POLL_WAIT_S)) is True  # ended: nothing to wait for
 
 
 def test_the_poll_wait_is_bounded_and_checked(client):

@@ -10,10 +10,13 @@ search's child and starts another. At most `max_jobs` jobs are kept; past that, 
 
 A poll may wait (`GET …/{id}?wait_s=0.25`): it answers as soon as the job ends, or with the progress once
 `wait_s` has passed, so the page learns of the answer the moment it is there rather than at its next poll.
+The wait is a coroutine on the server's event loop, looking every WAIT_STEP_S: a waiting poll holds none
+of the threads the other routes run in.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import threading
@@ -37,7 +40,9 @@ __all__ = ["SearchJob", "JobStore", "FINISHED", "MAX_POLL_WAIT_S", "too_long_mes
 
 FINISHED = ("done", "failed", "cancelled")
 MAX_POLL_WAIT_S = 5.0
-"""The longest one poll may wait for its job to end (it holds one of the server's threads meanwhile)."""
+"""The longest one poll may wait for its job to end."""
+WAIT_STEP_S = 0.01
+"""How often a waiting poll looks whether its job has ended: the most it adds to the answer's arrival."""
 log = logging.getLogger("trainrig.web")
 
 
@@ -69,10 +74,18 @@ class SearchJob:
     ended: threading.Event = field(default_factory=threading.Event)
     """Set once the job is done, failed or cancelled: what a waiting poll waits for."""
 
-    def view(self, wait_s: float = 0.0) -> dict[str, Any]:
-        """The JSON of `GET …/jobs/{id}`; with `wait_s`, once the job has ended or that many seconds have passed."""
-        if wait_s > 0:
-            self.ended.wait(min(wait_s, MAX_POLL_WAIT_S))
+    async def ended_within(self, wait_s: float) -> bool:
+        """Whether the job has ended, waiting up to `wait_s` (at most MAX_POLL_WAIT_S) for it on the event loop."""
+        deadline_s = time.monotonic() + min(wait_s, MAX_POLL_WAIT_S)
+        while not self.ended.is_set():
+            remaining_s = deadline_s - time.monotonic()
+            if remaining_s <= 0:
+                return False
+            await asyncio.sleep(min(WAIT_STEP_S, remaining_s))
+        return True
+
+    def view(self) -> dict[str, Any]:
+        """The JSON of `GET …/jobs/{id}`."""
         with self.lock:
             end_s = self.finished_s if self.finished_s is not None else time.monotonic()
             return {"id": self.id, "status": self.status, "cached": self.cached, "evaluated": self.evaluated,
