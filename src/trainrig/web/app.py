@@ -55,11 +55,12 @@ def worker_pools(settings: Settings, child_command: Sequence[str] = CHILD_COMMAN
     """The searches' pool and the other routes' pool: separate, so an estimate never waits behind a plan."""
     plans = WorkerPool("search", settings.plan_timeout_s, settings.max_parallel_plans, settings.max_queued_plans,
                        cache_entries=settings.result_cache_entries, child_command=child_command, niceness=10,
+                       warm_up="search",
                        narrow_hint="narrow it and run it again: fewer GPU types, a smaller maximum GPU count, or one "
                                    "global batch instead of a range.")
     requests = WorkerPool("body", settings.request_timeout_s, settings.max_parallel_requests,
                           settings.max_queued_requests, cache_entries=settings.result_cache_entries,
-                          child_command=child_command,
+                          child_command=child_command, warm_up="requests",
                           narrow_hint="make the job smaller (fewer layers, GPUs or what-ifs).")
     return plans, requests
 

@@ -7,10 +7,16 @@ identical to one answered before is answered from the pool's cache: the job is b
 a shared link opens at once; one identical to a job still queued or running joins that job (a second tab
 on the same link does not search twice). `DELETE …/{id}` sets the job's cancel flag: the pool kills that
 search's child and starts another. At most `max_jobs` jobs are kept; past that, the oldest finished go first.
+
+A poll may wait (`GET …/{id}?wait_s=0.25`): it answers as soon as the job ends, or with the progress once
+`wait_s` has passed, so the page learns of the answer the moment it is there rather than at its next poll.
+The wait is a coroutine on the server's event loop, looking every WAIT_STEP_S: a waiting poll holds none
+of the threads the other routes run in.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import threading
@@ -30,9 +36,13 @@ from trainrig.web.plan_worker import (
     request_key,
 )
 
-__all__ = ["SearchJob", "JobStore", "FINISHED", "too_long_message"]
+__all__ = ["SearchJob", "JobStore", "FINISHED", "MAX_POLL_WAIT_S", "too_long_message"]
 
 FINISHED = ("done", "failed", "cancelled")
+MAX_POLL_WAIT_S = 5.0
+"""The longest one poll may wait for its job to end."""
+WAIT_STEP_S = 0.01
+"""How often a waiting poll looks whether its job has ended: the most it adds to the answer's arrival."""
 log = logging.getLogger("trainrig.web")
 
 
@@ -61,6 +71,18 @@ class SearchJob:
     finished_s: float | None = None
     hooks: SearchHooks = field(default_factory=SearchHooks)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    ended: threading.Event = field(default_factory=threading.Event)
+    """Set once the job is done, failed or cancelled: what a waiting poll waits for."""
+
+    async def ended_within(self, wait_s: float) -> bool:
+        """Whether the job has ended, waiting up to `wait_s` (at most MAX_POLL_WAIT_S) for it on the event loop."""
+        deadline_s = time.monotonic() + min(wait_s, MAX_POLL_WAIT_S)
+        while not self.ended.is_set():
+            remaining_s = deadline_s - time.monotonic()
+            if remaining_s <= 0:
+                return False
+            await asyncio.sleep(min(WAIT_STEP_S, remaining_s))
+        return True
 
     def view(self) -> dict[str, Any]:
         """The JSON of `GET …/jobs/{id}`."""
@@ -79,6 +101,7 @@ class SearchJob:
             self.finished_s = time.monotonic()
             if result is not None and "n_configurations_evaluated" in result:
                 self.evaluated = self.total = result["n_configurations_evaluated"]
+        self.ended.set()
 
     def _started(self) -> None:
         with self.lock:

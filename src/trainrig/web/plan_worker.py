@@ -91,14 +91,17 @@ class WorkerPool:
     """Runs tasks in `size` child processes with a wall-time limit, a bounded queue and a result cache."""
 
     def __init__(self, field: str, timeout_s: float, size: int, max_queued: int, *, narrow_hint: str,
-                 cache_entries: int = 128, child_command: Sequence[str] = CHILD_COMMAND, niceness: int = 0) -> None:
+                 cache_entries: int = 128, child_command: Sequence[str] = CHILD_COMMAND, niceness: int = 0,
+                 warm_up: str | None = None) -> None:
         self.field = field
         """What a refusal names: `search` for plan/compare, `body` for the other routes."""
         self.timeout_s = timeout_s
         self.size = size
         self.max_queued = max_queued
         self.narrow_hint = narrow_hint
-        self.child_command = tuple(child_command)
+        self.child_command = tuple(child_command) + (("--warm-up", warm_up) if warm_up else ())
+        """The children's command; with `warm_up` (`search` or `requests`), each child runs that pool's warm-up
+        requests before its first real one (`search_child.warm_up`), so no person's request pays for it."""
         self.niceness = niceness
         """Added to the children's nice value: searches yield the CPU to the quick routes' children."""
         self._admitted = threading.BoundedSemaphore(size + max_queued)

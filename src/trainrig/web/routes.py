@@ -5,7 +5,8 @@
 aside, which is a measured wall time). `/api/catalog`, `/api/model` and `/api/node` serve the page:
 the links, storage and offers to choose from, a model source resolved to its spec (an uploaded
 config.json becomes the job file's `model:` mapping), and the node sized around a fixed configuration
-(what `plan` gives each of its plans). Routes are plain `def`s: FastAPI runs them in its thread pool.
+(what `plan` gives each of its plans). Routes are plain `def`s: FastAPI runs them in its thread pool; a job's
+GET is a coroutine, so a poll that waits for its job's end (`?wait_s`) holds no thread meanwhile.
 Every route that computes runs its work in a worker process under a time limit (`plan_worker`): plan and
 compare in one pool, the others in their own, so a thread waits at most that limit and is never lost.
 `/api/plan/jobs` and `/api/compare/jobs` run the same searches as jobs (`jobs.py`): the POST answers at
@@ -26,7 +27,7 @@ from trainrig.estimate.result import Estimate
 from trainrig.plan.result import CompareResult, PlanResult
 from trainrig.web.errors import ERROR_RESPONSES, SEARCH_RESPONSES, ErrorBody, FiniteJSONResponse
 from trainrig.web.inputs import CompareBody, EstimateBody, ModelBody, PlanBody, body_error, plan_arguments
-from trainrig.web.jobs import JobStore
+from trainrig.web.jobs import MAX_POLL_WAIT_S, JobStore
 
 __all__ = ["router"]
 
@@ -149,6 +150,9 @@ _JOB_FOUND = {200: {"description": "The job's state", "content": {"application/j
 _JOB_CREATED = {202: {"description": "The job, queued (or done at once from the cache); poll GET …/jobs/{id}",
                       "content": {"application/json": {"schema": CREATED_SCHEMA}}}, **SEARCH_RESPONSES}
 _JOBS_LOCK = threading.Lock()
+WAIT_S = Query(0.0, ge=0, le=MAX_POLL_WAIT_S,
+               description="Wait up to this many seconds for the job to end: the answer comes as soon as it has "
+                           "(done, failed or cancelled), or with its progress once the time has passed.")
 
 
 @router.post("/plan/jobs", status_code=202, responses=_JOB_CREATED)
@@ -158,9 +162,9 @@ def plan_job(body: PlanBody, request: Request, per_gpu_type: bool = PER_GPU_TYPE
 
 
 @router.get("/plan/jobs/{job_id}", responses=_JOB_FOUND)
-def plan_job_state(job_id: str, request: Request) -> FiniteJSONResponse:
+async def plan_job_state(job_id: str, request: Request, wait_s: float = WAIT_S) -> FiniteJSONResponse:
     """A plan job: status, configurations evaluated of the total, elapsed time, and the answer once done."""
-    return _state(request, "plan", job_id)
+    return await _state(request, "plan", job_id, wait_s)
 
 
 @router.delete("/plan/jobs/{job_id}", responses=_JOB_FOUND)
@@ -176,9 +180,9 @@ def compare_job(body: CompareBody, request: Request) -> FiniteJSONResponse:
 
 
 @router.get("/compare/jobs/{job_id}", responses=_JOB_FOUND)
-def compare_job_state(job_id: str, request: Request) -> FiniteJSONResponse:
+async def compare_job_state(job_id: str, request: Request, wait_s: float = WAIT_S) -> FiniteJSONResponse:
     """A compare job, as GET /api/plan/jobs/{id}."""
-    return _state(request, "compare", job_id)
+    return await _state(request, "compare", job_id, wait_s)
 
 
 @router.delete("/compare/jobs/{job_id}", responses=_JOB_FOUND)
@@ -219,9 +223,15 @@ def _created(request: Request, task: str, arguments: dict[str, Any]) -> FiniteJS
                               headers={"location": f"/api/{task}/jobs/{job.id}"})
 
 
-def _state(request: Request, task: str, job_id: str) -> FiniteJSONResponse:
+async def _state(request: Request, task: str, job_id: str, wait_s: float = 0.0) -> FiniteJSONResponse:
+    """The job's state; with `wait_s`, once it has ended or that long has passed (on the event loop, so a
+    waiting poll holds no thread)."""
     job = _jobs(request).get(task, job_id)
-    return _unknown(task) if job is None else FiniteJSONResponse(job.view())
+    if job is None:
+        return _unknown(task)
+    if wait_s > 0:
+        await job.ended_within(wait_s)
+    return FiniteJSONResponse(job.view())
 
 
 def _cancelled(request: Request, task: str, job_id: str) -> FiniteJSONResponse:

@@ -7,7 +7,8 @@
 import { api, ApiError } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
-const FIRST_POLL_MS = 60;  // a search answered from the cache, or refused, is known at the first look
+// Each poll waits on the server up to POLL_MS for the job to end (?wait_s): the answer comes the moment it is
+// there, and the progress shown moves every POLL_MS meanwhile.
 const POLL_MS = 250;
 const EN = "en-US";
 
@@ -40,18 +41,17 @@ export function readOptions(search) {
 // Resolves to {result, cached}; rejects with an ApiError for bad input or a refusal, with Cancelled on Cancel.
 export async function runPlan(body, url) {
   const request = { body, perGpuType: perGpuType(), url: withOptions(url) };
-  const job = { id: null, cancelled: false, wake: null };
+  const job = { id: null, cancelled: false };
   running = job;
   setRunning(true);
   showProgress({ status: "queued", evaluated: 0, total: null, elapsed_s: 0 });
   try {
     const created = await api(`/api/plan/jobs${request.perGpuType ? "?per_gpu_type=true" : ""}`, body);
     job.id = created.id;
-    let delay = created.status === "done" ? 0 : FIRST_POLL_MS;
+    const wait = created.status === "done" ? "" : `?wait_s=${POLL_MS / 1000}`;
     for (;;) {
-      if (job.cancelled) await sendCancel(job);
-      if (delay) await pause(job, delay);
-      const state = await api(`/api/plan/jobs/${encodeURIComponent(job.id)}`);
+      if (job.cancelled) await sendCancel(job);  // its DELETE ends the job: the waiting poll answers at once
+      const state = await api(`/api/plan/jobs/${encodeURIComponent(job.id)}${wait}`);
       showProgress(state);
       if (state.status === "done") {
         frozen = { ...request, cached: state.cached };
@@ -60,7 +60,6 @@ export async function runPlan(body, url) {
       }
       if (state.status === "failed") throw new ApiError(state.error.message, state.error.field, 422);
       if (state.status === "cancelled") throw new Cancelled("the search was cancelled");
-      delay = POLL_MS;
     }
   } finally {
     if (running === job) {  // a newer run (Back during a search) keeps the form disabled for itself
@@ -77,20 +76,12 @@ export function cancel() {
   $("plan-cancel").disabled = true;
   $("plan-progress-text").textContent = "Cancelling…";
   if (job.id) sendCancel(job);
-  if (job.wake) job.wake();
 }
 
 async function sendCancel(job) {
   if (job.cancelSent || !job.id) return;
   job.cancelSent = true;
   await fetch(`/api/plan/jobs/${encodeURIComponent(job.id)}`, { method: "DELETE" }).catch(() => null);
-}
-
-function pause(job, ms) {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    job.wake = () => { clearTimeout(timer); resolve(); };
-  });
 }
 
 // One history entry per plan run, so Back steps back a result: a run whose link differs from the page's
