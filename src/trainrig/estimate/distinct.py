@@ -70,8 +70,9 @@ def _distinct(x: Inputs, ignored: frozenset[str]) -> tuple[np.ndarray, np.ndarra
 
 def _n_rows(x: Inputs) -> int:
     """Rows of `x`: the length of its first array field (they all broadcast to one length), or 1."""
+    array = np.ndarray
     for value in vars(x).values():  # a type check per field: this runs on every estimate
-        if isinstance(value, np.ndarray) and value.ndim:
+        if type(value) is array and value.ndim:
             return len(value)
     return 1
 

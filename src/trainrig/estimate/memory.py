@@ -41,12 +41,18 @@ def _memoized(function):
     last: list = [None, None, ()]
 
     def wrapper(x: Inputs, *more):
-        if last[0] is not x or len(more) != len(last[2]) or any(a is not b for a, b in zip(more, last[2], strict=True)):
-            last[0], last[1], last[2] = x, function(x, *more), more
+        if last[0] is x and (more is last[2] or _identical(more, last[2])):
+            return last[1]
+        last[0], last[1], last[2] = x, function(x, *more), more
         return last[1]
 
     wrapper.__doc__, wrapper.__name__ = function.__doc__, function.__name__
     return wrapper
+
+
+def _identical(a: tuple, b: tuple) -> bool:
+    """Same length and the same objects in turn (arrays compare by identity, not by value)."""
+    return len(a) == len(b) and all(u is v for u, v in zip(a, b, strict=True))
 
 
 def lora_parameters_per_layer(x: Inputs):
