@@ -61,7 +61,7 @@ def test_the_page_plans_like_the_cli_and_draws_the_time_cost_chart(server, brows
 
     drawn = [p for p in expected["points"] if p["total_time_s"] > 0 and p["cost_usd"] > 0]
     assert page.locator("[data-testid=plan-point]").count() == len(drawn)
-    assert page.locator("[data-testid=plan-table] tbody tr").count() == len(expected["plans"])
+    assert page.locator("[data-testid=plan-table] tbody tr:not(.apart)").count() == len(expected["plans"])
     best = expected["plans"][0]["estimate"]
     assert float(page.locator("[data-testid=mfu]").get_attribute("data-value")) == best["mfu"]
     assert page.inner_text("[data-testid=node-ram]") == f"{expected['plans'][0]['node']['ram_gb']} GB"
@@ -212,3 +212,33 @@ def test_the_progress_and_cancel_fit_a_phone(server, browser, artifacts):
     page.click("[data-testid=plan-cancel]")
     page.wait_for_selector("[data-testid=plan-progress]", state="hidden")
     assert fits_the_screen(page) and problems == []
+
+
+def test_plans_without_a_price_come_after_a_labelled_heading(server, browser, artifacts):
+    """Plans with no price in the catalog (B200 has no priced offer) follow the priced ones under a
+    heading of their own, as `trainrig plan` prints them in a table apart; each says why."""
+    page, problems = open_page(browser, server, LAPTOP)
+    page.select_option("#model-preset", "llama3-8b")
+    page.fill("#tokens", "1e11")
+    page.check("input[name=mode][value=plan]")
+    page.click("#gpu-types-box summary")
+    for gpu in ("H100-SXM5-80GB", "B200"):
+        page.check(f"#gpu-types input[value='{gpu}']")
+    page.fill("#max-gpus", "64")
+    page.fill("#deadline", "30")
+    answer = _plan(page, "30")
+    expected = _cli_answer(page)
+    rows = page.locator("[data-testid=plan-table] tbody tr")
+    texts = rows.all_inner_texts()
+    heading = [i for i, text in enumerate(texts) if text.startswith("Without a price")]
+    unpriced = [p for p in expected["plans"] if p["estimate"]["cost_usd"] is None]
+    assert unpriced and len(heading) == 1, texts
+    first = next(i for i, p in enumerate(expected["plans"]) if p["estimate"]["cost_usd"] is None)
+    assert heading[0] == first  # every priced plan above it, every unpriced one below
+    assert all(p["estimate"]["cost_usd"] is None for p in expected["plans"][first:])
+    assert f"({len(unpriced)})" in texts[heading[0]]
+    for plan, text in zip(expected["plans"][first:], texts[heading[0] + 1:], strict=True):
+        assert plan["no_price_reason"] in text
+    assert answer["id"]
+    page.screenshot(path=artifacts / "laptop-plan-unpriced.png", full_page=True)
+    assert problems == []

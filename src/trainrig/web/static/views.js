@@ -349,7 +349,8 @@ export function showPlanTable(result, selectedRank, onSelect) {
     const tr = row([
       choose, f.duration(plan.estimate.total_time_s), f.money(plan.estimate.cost_usd),
       `${plan.n_gpus} × ${plan.gpu} (${plan.n_nodes} node${plan.n_nodes > 1 ? "s" : ""})`,
-      withNote(plan.offer ? `${plan.offer.provider} ${plan.offer.instance}, ${f.usd(plan.offer.usd_per_gpu_hour)}/GPU-h`
+      withNote(plan.offer ? `${plan.offer.provider} ${plan.offer.instance}`
+        + (plan.offer.usd_per_gpu_hour == null ? "" : `, ${f.usd(plan.offer.usd_per_gpu_hour)}/GPU-h`)
         : "—", plan.no_price_reason),
       withNote(`tp ${layout.tp} · pp ${layout.pp} · dp ${layout.dp} · ZeRO ${layout.zero} · mb ${layout.micro_batch}`
         + (layout.recompute !== "none" ? ` · ${layout.recompute} recompute` : ""), plan.scaling_note),
@@ -359,5 +360,20 @@ export function showPlanTable(result, selectedRank, onSelect) {
     tr.addEventListener("click", (event) => { if (event.target.tagName !== "BUTTON") onSelect(plan.rank); });
     return tr;
   });
+  // plans without a price come after the priced ones, never ranked among them: a labelled group of their own
+  const firstUnpriced = result.plans.findIndex((plan) => plan.estimate.cost_usd == null);
+  if (firstUnpriced >= 0) rows.splice(firstUnpriced, 0, unpricedHeading(result.plans.length - firstUnpriced));
   $("plan-table").tBodies[0].replaceChildren(...rows);
+}
+
+function unpricedHeading(count) {
+  const cell = element("th", { text: `Without a price (${count}): no offer in the catalog for that GPU or node count,`
+    + " apart from any ranking above" });
+  cell.colSpan = 8;
+  cell.scope = "rowgroup";
+  const tr = document.createElement("tr");
+  tr.className = "apart";
+  tr.dataset.testid = "plan-unpriced";
+  tr.append(cell);
+  return tr;
 }
