@@ -130,3 +130,40 @@ def test_loss_parallel_holds_four_fp32_copies_of_the_local_logits():
     _, _, titan = state({**tp, "framework": "torchtitan"})
     local_logits = 2 * 2048 * VOCAB / 2
     assert titan["activations"] - plain["activations"] == pytest.approx(local_logits * (16 - 12), rel=1e-9)
+
+
+def test_torchtitan_keeps_a_pipeline_stage_gathered_and_its_gradients_unsharded():
+    """Under PP, torchtitan's FSDP keeps the stage's weights gathered (reshard_after_forward = not
+    pp_enabled) and its fp32 gradients unsharded until the last backward (pipelining's
+    backward_maybe_with_nosync): against the same job without that framework fact, the weights grow
+    by the stage's 16-bit copy less the two-layer gather buffer, the end-of-backward gradients are
+    the stage's in full, and the all-gathers happen once per step, not per micro-batch."""
+    layout = {"pp": 2, "zero": 3, "recompute": "full", "global_batch": 64}
+    _, plain_x, plain = state(layout)
+    _, kept_x, kept = state({**layout, "framework": "torchtitan"})
+    stage_layers = LAYERS // 2
+    # the fuller end stage: its layers and the output head with the final norm (the embedding is 1024 smaller)
+    stage_params = stage_layers * LAYER_PARAMS + VOCAB * H + H
+    dp = 8 // 2
+    # 16-bit copies of the whole stage, the embedding or head included (torchtitan wraps them alike),
+    # in place of the two layers' worth of gather buffers FSDP otherwise holds
+    extra_weights = stage_params * 2 * (1 - 2 / stage_layers)
+    assert kept["weights"] - plain["weights"] == pytest.approx(extra_weights, rel=1e-9)
+    # every gradient of the stage, unsharded, in FSDP2's fp32 reduce dtype; sharded over dp without the fact
+    assert kept["gradients"] >= 4 * stage_params
+    assert plain["gradients"] <= 4 * stage_params / dp * 1.01
+
+    from trainrig import estimate
+    from trainrig.specs import Job
+
+    def dp_comm(framework: str) -> float:
+        job = make_job(model=LLAMA, hardware=EIGHT, training={**FSDP, **layout, "framework": framework})
+        assert isinstance(job, Job)
+        return estimate(job, advise_fit=False).step_breakdown_s["dp_comm"]
+
+    assert dp_comm("torchtitan") < dp_comm("custom")
+
+
+def test_without_pipeline_parallelism_torchtitan_reshards_as_usual():
+    plain, kept = state({"zero": 3})[2], state({"zero": 3, "framework": "torchtitan"})[2]
+    assert kept["weights"] == plain["weights"] and kept["gradients"] == plain["gradients"]

@@ -32,6 +32,7 @@ from trainrig.estimate.memory import (
     local_parameter_counts,
     memory_fit,
     memory_state,
+    stage_kept_gathered,
     stage_linear_parameters,
     trainable_parameter_counts,
 )
@@ -632,7 +633,10 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
         # backward: layer i−1's gather and layer i's reduce-scatter during layer i's backward; the last
         # layer stays gathered from its forward, the first layer's reduce-scatter comes after all compute
         backward = reduce + (layers - 1) * ops.maximum(gather + reduce - window_bwd / layers, 0.0)
-        zero3 = m * (forward + backward)
+        # a stage FSDP keeps gathered under PP (memory.stage_kept_gathered) is gathered once, in the
+        # first micro-batch's forward, and reduced once, after the last backward
+        once = forward + reduce + (layers - 1) * ops.maximum(reduce - window_bwd / layers, 0.0)
+        zero3 = ops.where(stage_kept_gathered(x), once, m * (forward + backward))
     by_stage = ops.where(x.zero == 0, zero0, ops.where(x.zero == 1, zero1, ops.where(x.zero == 2, zero2, zero3)))
     return ops.where(x.dp * x.cp > 1, by_stage, 0.0)
 

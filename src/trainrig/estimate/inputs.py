@@ -164,6 +164,7 @@ class Inputs:
     swiglu_saves_activation: Any
     zero3_module_fetch_us: Any
     dp_bucket_elements: Any  # framework's gradient bucket (elements); 0 = the model's dp_bucket_mb
+    fsdp_unsharded_under_pp: Any  # 1 = FSDP keeps a stage's weights gathered, its gradients unsharded, under PP
     zero3_16bit_shard_copy: Any  # 1 = a 16-bit shard beside the fp32 master (DeepSpeed); 0 = FSDP
     fp8_all_gather: Any  # 1 = FSDP gathers the fp8 linears' weights in fp8 (see TrainingSpec)
     loss_parallel_bytes: Any  # bytes per local logit of a TP loss_parallel cross-entropy; 0 = PyTorch's own
@@ -451,6 +452,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         fused_qkv_view_saved=float(fw.fused_qkv_view_saved), eager_norm_upcast=float(fw.eager_norm_upcast),
         swiglu_saves_activation=float(fw.swiglu_saves_activation), zero3_module_fetch_us=fw.zero3_module_fetch_us,
         dp_bucket_elements=fw.dp_bucket_elements,
+        fsdp_unsharded_under_pp=float(fw.fsdp_unsharded_under_pp),
         zero3_16bit_shard_copy=float(fw.zero3_16bit_shard_copy),
         fp8_all_gather=float(t.fp8_all_gather and t.precision == "fp8"),
         loss_parallel_bytes=float(fw.loss_parallel_bytes_per_logit or 0.0),

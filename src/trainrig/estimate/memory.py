@@ -29,7 +29,8 @@ from trainrig.estimate.params import ModelParameters
 from trainrig.units import GIB
 
 __all__ = ["local_parameter_counts", "activation_bytes_per_layer", "memory_breakdown_bytes", "memory_fit",
-           "memory_state", "trainable_parameter_counts", "lora_parameters_per_layer", "stage_linear_parameters", "GIB"]
+           "memory_state", "stage_kept_gathered", "trainable_parameter_counts", "lora_parameters_per_layer",
+           "stage_linear_parameters", "GIB"]
 
 PEAK_PHASES = ("forward", "backward")
 
@@ -322,7 +323,9 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     # gathered as stored: a frozen quantized base travels and is held in its storage format
     # (FSDP over bitsandbytes' quant_storage, Answer.AI's FSDP-QLoRA)
     stored = ops.where(full, x.weight_bytes, _frozen_base_bytes(x) / ops.maximum(dense + experts, 1.0))
-    gathered = 2 * (gathered_dense + gathered_experts) / layers * stored
+    # … or, where FSDP keeps a pipeline stage gathered for the whole step, all of its layers
+    gathered_layers = ops.where(stage_kept_gathered(x), layers, 2.0)
+    gathered = gathered_layers * (gathered_dense + gathered_experts) / layers * stored
     # fp8 all-gather: the layers' linears travel and are held unsharded as 1-byte fp8 weights
     # (torchao WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather casts the shard before the
     # collective); norms stay 16-bit
@@ -445,13 +448,19 @@ def _gradient_bytes(x: Inputs, dense, experts, trainable_dense, trainable_expert
     element = ops.where(all_weights, x.weight_bytes, x.grad_bytes)
     # frozen LoRA weights carry no gradient but the adapters do, in their own (fp32 under AMP) dtype
     element = ops.where((x.method > 0) & ~all_weights, ops.where(x.master_weights > 0, 4.0, x.weight_bytes), element)
-    unsharded = fsdp & (x.fsdp_unsharded_accumulation > 0) & (x.micro_batches > 1)
+    unsharded = (fsdp & (x.fsdp_unsharded_accumulation > 0) & (x.micro_batches > 1)) | stage_kept_gathered(x)
     grads = element * sharded(count_dense, count_expert, (x.zero >= 2) & ~unsharded)
     # ZeRO-Offload keeps only the 16-bit gradients the GPU produces; fp32 ones live on the host,
     # and with ZeRO-2/3 each reduced partition leaves for the host at once (a couple of layers' worth)
     offloaded = x.optimizer_offloaded
     in_buckets = ops.minimum(grads, 2 * grads / ops.maximum(x.layers_per_stage, 1.0))
     return ops.where(offloaded, ops.where(x.zero >= 2, in_buckets, grads) * x.weight_bytes / element, grads)
+
+
+def stage_kept_gathered(x: Inputs):
+    """FSDP under pipeline parallelism in a framework that keeps each stage's weights gathered and
+    its gradients unsharded until the step's last backward (FrameworkSpec.fsdp_unsharded_under_pp)."""
+    return (x.zero >= 3) & (x.pp > 1) & (x.fsdp_unsharded_under_pp > 0)
 
 
 def memory_breakdown_bytes(x: Inputs, p: ModelParameters):

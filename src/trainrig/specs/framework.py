@@ -33,6 +33,13 @@ class FrameworkSpec(CatalogEntry):
     eager_norm_upcast: bool = False
     """Eager (uncompiled) RMSNorm upcasts its input to fp32 and saves that copy for backward
     (Hugging Face and torchtune RMSNorm); false = the norm runs in the training precision."""
+    fsdp_unsharded_under_pp: bool = False
+    """Under pipeline parallelism FSDP keeps each stage's weights gathered and its gradients
+    unsharded for the whole step, reducing them once after the last micro-batch's backward:
+    torchtitan's default `reshard_after_forward = not pp_enabled` (parallelize_llama.py apply_fsdp)
+    and torch.distributed.pipelining's `backward_maybe_with_nosync` (stage.py:
+    `set_reshard_after_backward(False)`, `set_requires_gradient_sync(False)` until the last backward,
+    then the post-backward reduce-scatter). FSDP2 accumulates those gradients in its fp32 reduce dtype."""
     zero3_16bit_shard_copy: bool = False
     """Under ZeRO-3 with mixed precision the stack keeps a 16-bit shard of every parameter beside the
     fp32 master shard (DeepSpeed stage3.py: fp16_partitioned_groups_flat and
