@@ -239,3 +239,12 @@ def test_fp8_mfu_against_the_fp8_peak_never_exceeds_one(mapping, kernel, recipe)
     result = estimate(load_job(mapping), advise_fit=False)
     assert 0 < result.mfu <= 1, (result.mfu, mapping)
     assert result.mfu == pytest.approx(result.model_tflops_per_gpu / result.mfu_peak_tflops, rel=1e-9)
+
+
+def test_every_estimate_names_the_power_limit_and_clocks_it_assumed():
+    """Issue 12, defaults visible: the datasheet peaks assume the board's default power limit."""
+    from trainrig import estimate, load_job
+
+    result = estimate(load_job("examples/llama3-8b-8xh100.yaml"))
+    line = next(a for a in result.assumptions if "power limit" in a)
+    assert "H100-SXM5-80GB" in line and "700 W" in line and "not modelled" in line

@@ -285,6 +285,11 @@ def _assumptions(job: Job) -> list[str]:
     said.append(f"{framework.name} keeps a persistent gradient buffer" if framework.persistent_grad_buffer
                 else "gradients freed between steps (zero_grad(set_to_none=True))")
     said.extend(_overlap_assumptions(job, given))
+    gpu = job.hardware.gpu
+    # the peaks are the datasheet's, at the board's default power limit and boost clocks; the clock drop
+    # of sustained full-power GEMMs is inside sustained_matmul_fraction (params.py), not a per-job derate
+    said.append(f"{gpu.id} at its default power limit ({gpu.tdp_w:g} W) and clocks: datasheet peaks, the clock drop"
+                " under sustained load in sustained_matmul_fraction; a lower power cap is not modelled")
     if t.precision == "fp8":
         said.append("MFU against the fp8 dense peak (sources that quote fp8 runs against bf16's peak"
                     " give a multiple of this)")
