@@ -167,3 +167,24 @@ def test_torchtitan_keeps_a_pipeline_stage_gathered_and_its_gradients_unsharded(
 def test_without_pipeline_parallelism_torchtitan_reshards_as_usual():
     plain, kept = state({"zero": 3})[2], state({"zero": 3, "framework": "torchtitan"})[2]
     assert kept["weights"] == plain["weights"] and kept["gradients"] == plain["gradients"]
+
+
+def test_fp8_all_gather_moves_the_linears_in_one_byte_in_the_step_time_too():
+    """Under fp8 all-gather, FSDP's gathers carry the layers' linears as 1-byte fp8 and the rest
+    (norms, embedding, head) in 16 bits: the bytes per gathered weight are that mix, worked out by
+    hand on the stage's weights, and the exposed data-parallel time can only fall."""
+    from trainrig import estimate
+    from trainrig.estimate.memory import gathered_bytes_per_weight
+
+    slow = {"gpu": "H100-SXM5-80GB", "n_gpus": 16, "gpus_per_node": 8,
+            "inter_node": {"bandwidth_gbps": 25, "ports_per_node": 1}}  # so the gathers show
+    training = {**FSDP, "precision": "fp8", "zero": 3, "global_batch": 32}
+    on_job = make_job(model=LLAMA, hardware=slow, training={**training, "fp8_all_gather": True})
+    off_job = make_job(model=LLAMA, hardware=slow, training=training)
+    linears = LAYERS * LAYER_LINEARS
+    everything = linears + LAYERS * 2 * H + 2 * VOCAB * H + H  # + norms, embedding, head, final norm
+    by_hand = (1.0 * linears + 2.0 * (everything - linears)) / everything
+    assert float(gathered_bytes_per_weight(inputs_from_job(on_job, P))) == pytest.approx(by_hand, rel=1e-9)
+    assert float(gathered_bytes_per_weight(inputs_from_job(off_job, P))) == 2.0
+    on, off = (estimate(j, advise_fit=False).step_breakdown_s["dp_comm"] for j in (on_job, off_job))
+    assert on < off

@@ -28,6 +28,7 @@ from trainrig.estimate.flops import hardware_flops_per_token, model_flops_per_to
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.memory import (
     activation_bytes_per_layer,
+    gathered_bytes_per_weight,
     in_flight_layers,
     local_parameter_counts,
     memory_fit,
@@ -626,7 +627,8 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
         zero1 = exposed(total, last, window_bwd) + gather
         zero2 = m * exposed(total, last, window_bwd) + gather
     if 3 in used:
-        _, gather = units_of(comm.all_gather_time_s, dense, experts, x.weight_bytes, layers)
+        # 16-bit weights, or fp8 linears under fp8 all-gather (memory.gathered_bytes_per_weight)
+        _, gather = units_of(comm.all_gather_time_s, dense, experts, gathered_bytes_per_weight(x), layers)
         _, reduce = units_of(comm.reduce_scatter_time_s, trainable_dense, trainable_expert, x.grad_bytes, layers)
         # prefetch depth one: layer i+1's gather runs during layer i; the first has nothing to hide under
         forward = gather + (layers - 1) * ops.maximum(gather - window_fwd / layers, 0.0)

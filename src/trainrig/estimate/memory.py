@@ -29,7 +29,8 @@ from trainrig.estimate.params import ModelParameters
 from trainrig.units import GIB
 
 __all__ = ["local_parameter_counts", "activation_bytes_per_layer", "memory_breakdown_bytes", "memory_fit",
-           "memory_state", "stage_kept_gathered", "trainable_parameter_counts", "lora_parameters_per_layer",
+           "memory_state", "stage_kept_gathered", "gathered_bytes_per_weight", "trainable_parameter_counts",
+           "lora_parameters_per_layer",
            "stage_linear_parameters", "GIB"]
 
 PEAK_PHASES = ("forward", "backward")
@@ -330,7 +331,8 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     # (torchao WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather casts the shard before the
     # collective); norms stay 16-bit
     fp8_gather = (x.fp8_all_gather > 0) & (x.fp8 > 0) & full & (gathered_dense > 0)
-    gathered = gathered - ops.where(fp8_gather, 2 * _stage_linear_parameters(x) / layers * (x.weight_bytes - 1.0), 0.0)
+    fp8_saved = gathered_layers * _stage_linear_parameters(x) / layers * (x.weight_bytes - 1.0)
+    gathered = gathered - ops.where(fp8_gather, fp8_saved, 0.0)
     # PyTorch FSDP keeps no 16-bit shard: the sharded parameter is the fp32 master, cast to 16 bits
     # only into the all-gather (FSDP2 MixedPrecisionPolicy(param_dtype=bf16); torchtitan's
     # apply_fsdp); DeepSpeed's ZeRO-3 keeps a 16-bit partition beside the fp32 one
@@ -455,6 +457,17 @@ def _gradient_bytes(x: Inputs, dense, experts, trainable_dense, trainable_expert
     offloaded = x.optimizer_offloaded
     in_buckets = ops.minimum(grads, 2 * grads / ops.maximum(x.layers_per_stage, 1.0))
     return ops.where(offloaded, ops.where(x.zero >= 2, in_buckets, grads) * x.weight_bytes / element, grads)
+
+
+def gathered_bytes_per_weight(x: Inputs):
+    """Bytes per weight a ZeRO-3/FSDP all-gather moves: the training precision's 16 bits, or with fp8
+    all-gather 1 byte for the layers' linears, whose shards are cast to fp8 before the collective
+    (torchao `WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather`), norms, embedding and head still
+    16-bit: the byte-weighted mean over this GPU's weights (what memory_state holds gathered, too)."""
+    dense, experts = local_parameter_counts(x)
+    fp8 = (x.fp8_all_gather > 0) & (x.fp8 > 0) & (x.method == 0)
+    linear_share = _stage_linear_parameters(x) / ops.maximum(dense + experts, 1.0)
+    return ops.where(fp8, x.weight_bytes - (x.weight_bytes - 1.0) * linear_share, x.weight_bytes)
 
 
 def stage_kept_gathered(x: Inputs):
