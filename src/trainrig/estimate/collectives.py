@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from trainrig.estimate import ops
 
-__all__ = ["ring_steps", "ring_latency_s", "allreduce_time_s", "reduce_scatter_time_s", "all_gather_time_s",
+__all__ = ["ring_steps", "allreduce_time_s", "reduce_scatter_time_s", "all_gather_time_s",
            "all_to_all_time_s", "p2p_time_s", "GroupLinks"]
 
 
@@ -70,18 +70,13 @@ RING_PROTOCOLS = ((1.0, 1.0, 1.0), (1.9 / 3.4, 4.0 / 9.6, 0.92), (0.47 * 1.8 / 3
 
 
 def _ring_s(bandwidth_s, g: GroupLinks, passes: float = 1.0):
-    """A ring collective whose traffic takes `bandwidth_s` at Simple's rate, at the fastest protocol."""
+    """A ring collective whose traffic takes `bandwidth_s` at Simple's rate, at the fastest protocol;
+    each of its `passes` trips (1: all-gather or reduce-scatter, 2: all-reduce) takes n−N hops inside
+    nodes and N−1 across the network (NCCL tuning.cc `nInterSteps`)."""
     intra = passes * (g.size - g.nodes) * g.intra_latency_s
     inter = passes * ops.where(g.spans_nodes, ring_steps(g.nodes) * g.inter_latency_s, 0.0)
     times = [bandwidth_s / bw + intra * a + inter * b for a, b, bw in RING_PROTOCOLS]
     return ops.minimum(ops.minimum(times[0], times[1]), times[2])
-
-
-def ring_latency_s(g: GroupLinks, passes: float = 1.0):
-    """Hop latencies of `passes` trips around a ring (1: all-gather or reduce-scatter, 2: all-reduce):
-    n−N steps inside nodes and N−1 across the network each trip (NCCL tuning.cc `nInterSteps`)."""
-    inter = ops.where(g.spans_nodes, ring_steps(g.nodes) * g.inter_latency_s, 0.0)
-    return passes * ((g.size - g.nodes) * g.intra_latency_s + inter)
 
 
 def allreduce_time_s(nbytes, g: GroupLinks):

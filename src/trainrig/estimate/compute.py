@@ -268,7 +268,7 @@ def adapter_bytes_per_token(x: Inputs):
     if not ops.any(x.method > 0):
         return 0.0
     e = x.activation_bytes
-    q_width, kv_width = x.n_heads * x.head_dim / x.tp, x.kv_heads * x.head_dim / x.tp
+    q_width, kv_width = x.q_width_local, x.kv_heads * x.head_dim / x.tp
     first = x.adapted_first_mlp
     fan_in = (x.hidden * (x.lora_q + x.lora_k + x.lora_v + first) + q_width * x.lora_o
               + x.ffn_hidden / x.tp * x.lora_down)

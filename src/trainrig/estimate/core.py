@@ -267,8 +267,8 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     """
     tokens = x.micro_batch * x.seq_len / x.cp
     batch = GemmBatch()
-    kv_local = 2 * x.head_dim * ops.maximum(x.kv_heads / x.tp, 1.0)
-    q_local = x.n_heads * x.head_dim / x.tp
+    kv_local = 2 * x.kv_width_local
+    q_local = x.q_width_local
     up_width = x.mlp_matrices - 1  # gate and up fused when gated
     attention = [batch.linear(tokens, x.hidden, q_local + kv_local), batch.linear(tokens, q_local, x.hidden)]
     dense = [batch.linear(tokens, x.hidden, up_width * x.ffn_hidden / x.tp),
@@ -431,8 +431,8 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     moe = x.n_moe_layers / x.n_layers
     attention_fwd, attention_bwd = gemm["attention"]
     mlp_fwd, mlp_bwd = ((1 - moe) * gemm["dense_mlp"][i] + moe * gemm["moe_mlp"][i] for i in (0, 1))
-    q = x.n_heads * x.head_dim / x.tp
-    kv = 2 * x.head_dim * ops.maximum(x.kv_heads / x.tp, 1.0)
+    q = x.q_width_local
+    kv = 2 * x.kv_width_local
     qkv_share = (q + kv) / (2 * q + kv)
     up = x.mlp_matrices - 1
     fc1_share = up / (up + 1)
@@ -494,8 +494,8 @@ def _ulysses_pass_s(x: Inputs, p: ModelParameters, tokens):
     (heads·head_dim per token each) and k and v (the key/value heads' width each), every rank
     holding its 1/cp of the tokens."""
     group = comm.GroupLinks(x.cp, x.tp, x, p)
-    q_bytes = tokens * x.n_heads * x.head_dim / x.tp * x.activation_bytes
-    kv_bytes = tokens * x.head_dim * ops.maximum(x.kv_heads / x.tp, 1.0) * x.activation_bytes
+    q_bytes = tokens * x.q_width_local * x.activation_bytes
+    kv_bytes = tokens * x.kv_width_local * x.activation_bytes
     return 2 * comm.all_to_all_time_s(q_bytes, group) + 2 * comm.all_to_all_time_s(kv_bytes, group)
 
 
@@ -503,7 +503,7 @@ def _context_parallel_pass_s(x: Inputs, p: ModelParameters, tokens):
     """One layer's ring exchange (or gather) of K and V in a forward pass (the backward moves twice
     that)."""
     group = comm.GroupLinks(x.cp, x.tp, x, p)
-    kv_bytes = tokens * 2 * x.head_dim * ops.maximum(x.kv_heads / x.tp, 1.0) * x.activation_bytes
+    kv_bytes = tokens * 2 * x.kv_width_local * x.activation_bytes
     return comm.all_gather_time_s(kv_bytes * x.cp, group)
 
 
@@ -586,9 +586,9 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     dense, experts = local_parameter_counts(x)
     trainable_dense, trainable_expert = trainable_parameter_counts(x)
     dense_group = comm.GroupLinks(x.dp * x.cp, x.tp, x, p)
-    expert_group = comm.GroupLinks(ops.maximum(x.dp * x.cp / x.ep, 1.0), x.tp * x.cp * x.ep, x, p)
-
     any_experts = bool(ops.any(experts > 0))
+    if any_experts:  # a dense model has no expert group to build
+        expert_group = comm.GroupLinks(ops.maximum(x.dp * x.cp / x.ep, 1.0), x.tp * x.cp * x.ep, x, p)
 
     def units_of(collective, count_dense, count_expert, element_bytes, units):
         """(all units, one unit): the traffic split into `units` collectives of equal size."""

@@ -65,7 +65,7 @@ def estimate(
         hardware_tflops_per_gpu=row["hardware_tflops_per_gpu"],
         mfu=row["mfu"],
         mfu_peak=f"{job.training.precision} dense",
-        mfu_peak_tflops=_mfu_peak_tflops(job),
+        mfu_peak_tflops=float(base.mfu_peak_tflops),  # the training precision's dense peak (inputs._gpu_fields)
         bottleneck=bottleneck,
         bottleneck_message=message,
         speedup_if_2x=speedups,
@@ -78,12 +78,6 @@ def estimate(
         warnings=_warnings(job, row),
         notes=list(job.notes) + _pipeline_split_notes(job) + _unmodelled(job),
     )
-
-
-def _mfu_peak_tflops(job: Job) -> float:
-    """The datasheet dense peak MFU divides by: the training precision's (fp8's for fp8 runs,
-    whose GEMMs run on the fp8 units; see inputs._gpu_fields)."""
-    return float(job.hardware.gpu.peak(job.training.precision))
 
 
 def doubled_resource_inputs(base: Inputs) -> Inputs:

@@ -296,6 +296,17 @@ class Inputs:
         return ops.where(self.method > 0, count, 0.0)
 
     @property
+    def q_width_local(self):
+        """Query (and attention-output) width on one TP rank: its heads × head_dim."""
+        return self.n_heads * self.head_dim / self.tp
+
+    @property
+    def kv_width_local(self):
+        """Key (or value) width on one TP rank: its KV heads × head_dim, at least one head (a KV head
+        is replicated when TP exceeds the KV heads, as Megatron does)."""
+        return self.head_dim * ops.maximum(self.kv_heads / self.tp, 1.0)
+
+    @property
     def sequence_parallel_active(self):
         """Sequence parallelism only changes anything with tensor parallelism."""
         return self.sequence_parallel * (self.tp > 1)

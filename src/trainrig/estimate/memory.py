@@ -129,6 +129,7 @@ def _stage_norm_parameters(x: Inputs):
 
 
 @_memoized
+@_memoized
 def _stage_linear_parameters(x: Inputs):
     """Weights of the linears of one GPU's layers (what a quantized base stores quantized): all its
     parameters but the embedding, head and norms."""
@@ -175,8 +176,7 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     e = x.activation_bytes
     tokens = x.micro_batch * x.seq_len / x.cp
     rep = ops.where(x.sequence_parallel_active > 0, x.tp, 1.0)
-    kv_width_local = x.head_dim * ops.maximum(x.kv_heads / x.tp, 1.0)
-    q_width_local = x.n_heads * x.head_dim / x.tp
+    kv_width_local, q_width_local = x.kv_width_local, x.q_width_local
     full = x.method == 0
     gated = x.mlp_matrices == 3
     # With flash attention there are no scores for selective recompute to drop; it then redoes the
@@ -330,7 +330,7 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     # fp8 all-gather: the layers' linears travel and are held unsharded as 1-byte fp8 weights
     # (torchao WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather casts the shard before the
     # collective); norms stay 16-bit
-    fp8_gather = (x.fp8_all_gather > 0) & (x.fp8 > 0) & full & (gathered_dense > 0)
+    fp8_gather = _gathers_in_fp8(x) & (gathered_dense > 0)
     fp8_saved = gathered_layers * _stage_linear_parameters(x) / layers * (x.weight_bytes - 1.0)
     gathered = gathered - ops.where(fp8_gather, fp8_saved, 0.0)
     # PyTorch FSDP keeps no 16-bit shard: the sharded parameter is the fp32 master, cast to 16 bits
@@ -465,9 +465,13 @@ def gathered_bytes_per_weight(x: Inputs):
     (torchao `WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather`), norms, embedding and head still
     16-bit: the byte-weighted mean over this GPU's weights (what memory_state holds gathered, too)."""
     dense, experts = local_parameter_counts(x)
-    fp8 = (x.fp8_all_gather > 0) & (x.fp8 > 0) & (x.method == 0)
     linear_share = _stage_linear_parameters(x) / ops.maximum(dense + experts, 1.0)
-    return ops.where(fp8, x.weight_bytes - (x.weight_bytes - 1.0) * linear_share, x.weight_bytes)
+    return ops.where(_gathers_in_fp8(x), x.weight_bytes - (x.weight_bytes - 1.0) * linear_share, x.weight_bytes)
+
+
+def _gathers_in_fp8(x: Inputs):
+    """fp8 all-gather in effect: asked for, an fp8 run, and every weight trained (fp8 linears)."""
+    return (x.fp8_all_gather > 0) & (x.fp8 > 0) & (x.method == 0)
 
 
 def stage_kept_gathered(x: Inputs):

@@ -68,7 +68,15 @@ def near_tie_groups(values: np.ndarray, relative: float) -> np.ndarray:
 
 def one_per_gpu_type(gpu_keys: np.ndarray, ordered: np.ndarray) -> np.ndarray:
     """The first (best) of `ordered` for each GPU type, order kept; `gpu_keys[i]` is the type of `ordered[i]`."""
-    _, first = np.unique(gpu_keys, return_index=True)
+    return _first_of_each(gpu_keys, ordered)
+
+
+def _first_of_each(keys: np.ndarray, ordered: np.ndarray) -> np.ndarray:
+    """The first of `ordered` for each distinct key, order kept; `keys[i]` (a value, or a row of
+    values) is the key of `ordered[i]`."""
+    if not len(ordered):
+        return ordered
+    _, first = np.unique(keys, axis=0 if keys.ndim > 1 else None, return_index=True)
     return ordered[np.sort(first)]
 
 
@@ -77,13 +85,10 @@ def distinct_hardware(c: Candidates, ordered: np.ndarray) -> np.ndarray:
     one per distinct machine: node kinds that are the same hardware (a catalog node and an offer
     of it, two providers' identical instances) give the same step time and memory, and the user
     would see the same row twice, once priced and once not; the better-ranked one stays."""
-    key = c.option[ordered] * (1 << 32) + c.n_gpus[ordered]
-    _, first = np.unique(key, return_index=True)
-    kept = ordered[np.sort(first)]
+    kept = _first_of_each(c.option[ordered] * (1 << 32) + c.n_gpus[ordered], ordered)
     same_machine = np.stack([c.n_gpus[kept].astype(float), c.step_time_s[kept], c.memory_bytes[kept],
                              c.capacity_bytes[kept]], axis=1)
-    _, first = np.unique(same_machine, axis=0, return_index=True)
-    return kept[np.sort(first)]
+    return _first_of_each(same_machine, kept)
 
 
 LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "global_batch", "zero", "recompute",
@@ -99,10 +104,7 @@ def _layout_keys(c: Candidates, rows: np.ndarray) -> np.ndarray:
 def collapse_same_layout(c: Candidates, ordered: np.ndarray) -> np.ndarray:
     """The first (best) of `ordered` for each layout on each node kind, order kept: the same layout at
     more GPUs (more data parallelism) is one row, whose scaling `same_layout` finds."""
-    if not len(ordered):
-        return ordered
-    _, first = np.unique(_layout_keys(c, ordered), axis=0, return_index=True)
-    return ordered[np.sort(first)]
+    return _first_of_each(_layout_keys(c, ordered), ordered)
 
 
 def same_layout(c: Candidates, pool: np.ndarray, row: int) -> np.ndarray:
