@@ -69,12 +69,71 @@ def test_array_arguments_take_numpy_and_broadcast():
 
 def test_single_numbers_divide_by_zero_as_an_array_would():
     """A discarded branch may divide by zero (an MoE term of a dense model): single-configuration
-    Inputs are np.float64, so that yields inf or NaN instead of raising."""
+    Inputs are np.float64 by default, so that yields inf or NaN instead of raising; the estimate's
+    Python floats raise, and the estimate then evaluates on np.float64 instead."""
     job = load_job("examples/llama3-8b-8xh100.yaml")
     x = inputs_from_job(job, DEFAULT_PARAMETERS)
     assert all(type(getattr(x, f.name)) is np.float64 for f in fields(Inputs))
     with np.errstate(divide="ignore", invalid="ignore"):
         assert math.isinf(x.hidden / (x.n_experts * 0.0))
+    fast = inputs_from_job(job, DEFAULT_PARAMETERS, python_floats=True)
+    assert all(type(getattr(fast, f.name)) is float for f in fields(Inputs))
+    with pytest.raises(ZeroDivisionError):
+        fast.hidden / (fast.n_experts * 0.0)  # noqa: B018
+
+
+def _every_number(out) -> np.ndarray:
+    """Every figure of an evaluation's Outputs, the what-if rows included, as one array."""
+    values = [out.step_time_s, out.memory_bytes, out.tokens_per_s, out.mfu, out.host_ram_gb_per_node,
+              out.memory_allocated_bytes, out.memory_reserved_bytes, out.memory_paged_bytes, out.fits,
+              out.launch_bound_fraction, *out.step_parts_s.values(), *out.memory_parts_bytes.values()]
+    rows = len(RESOURCES) + 1
+    return np.concatenate([np.broadcast_to(np.asarray(v, dtype=float), (rows,)) for v in values])
+
+
+def test_python_floats_give_the_numbers_np_float64_gives():
+    """The estimate's Python-float path and np.float64 agree bit for bit, what-if rows included, on
+    every bundled measured run (dense and MoE, LoRA, QLoRA, offload, pipelines) and example."""
+    from pathlib import Path
+
+    from trainrig.catalog.cases import load_cases
+
+    examples = sorted(Path(__file__).resolve().parents[2].joinpath("examples").glob("*.yaml"))
+    jobs = [case.job for case in load_cases()] + [load_job(path) for path in examples]
+    assert len(jobs) > 300
+    for job in jobs:
+        as_float64 = evaluate(doubled_resource_inputs(inputs_from_job(job, DEFAULT_PARAMETERS)), DEFAULT_PARAMETERS)
+        as_floats = evaluate(doubled_resource_inputs(inputs_from_job(job, DEFAULT_PARAMETERS, python_floats=True)),
+                             DEFAULT_PARAMETERS)
+        assert np.array_equal(_every_number(as_float64), _every_number(as_floats), equal_nan=True), job.model.name
+
+
+def test_a_division_by_zero_on_python_floats_is_evaluated_again_on_float64(monkeypatch):
+    """Where the Python floats divide by zero, the estimate is what np.float64 gives, not an error."""
+    from trainrig import estimate
+    from trainrig.estimate import estimator
+
+    job = load_job(JOBS[1])
+    expected = estimate(job)
+    real = estimator.evaluate
+    seen = []
+
+    def evaluate_raising_on_floats(x, p, *args):
+        seen.append(type(x.hidden))
+        if type(x.hidden) is float:
+            raise ZeroDivisionError("float division by zero")
+        return real(x, p, *args)
+
+    monkeypatch.setattr(estimator, "evaluate", evaluate_raising_on_floats)
+    assert estimate(job) == expected
+    assert seen == [float, np.float64]
+
+
+def test_logical_not_of_a_single_condition_is_a_bool():
+    """`~` on a Python bool is bitwise (~True == -2, which is true): ops.logical_not is not."""
+    assert ops.logical_not(True) is False and ops.logical_not(False) is True
+    assert ops.logical_not(np.True_) == np.False_
+    assert same(ops.logical_not(np.array([True, False])), [False, True])
 
 
 JOBS = [

@@ -25,9 +25,7 @@ def estimate(
     advise_fit: bool = True,
 ) -> Estimate:
     """Memory, step time, throughput, MFU, bottleneck and (with `training.tokens`) total time and cost."""
-    base = inputs_from_job(job, params)
-    # the base and one variant per resource at twice its speed, evaluated in one vectorized call
-    out = evaluate(doubled_resource_inputs(base), params)
+    base, out = _evaluate_with_what_ifs(job, params)
     row = _row(out, 0)
     speedups = {name: float(row["step_time_s"] / out.step_time_s[i + 1]) for i, name in enumerate(RESOURCES)}
     fits = bool(row["fits"])
@@ -78,6 +76,18 @@ def estimate(
         warnings=_warnings(job, row),
         notes=list(job.notes) + _pipeline_split_notes(job) + _unmodelled(job),
     )
+
+
+def _evaluate_with_what_ifs(job: Job, params: ModelParameters) -> tuple[Inputs, Outputs]:
+    """The job's Inputs, and the base and one variant per resource at twice its speed evaluated in
+    one vectorized call. On Python floats first (ops.py); where those divide by zero, again on
+    np.float64, which give the same numbers and inf or NaN there."""
+    try:
+        base = inputs_from_job(job, params, python_floats=True)
+        return base, evaluate(doubled_resource_inputs(base), params)
+    except (ZeroDivisionError, OverflowError):
+        base = inputs_from_job(job, params)
+        return base, evaluate(doubled_resource_inputs(base), params)
 
 
 def doubled_resource_inputs(base: Inputs) -> Inputs:

@@ -212,7 +212,8 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     # recompute SwiGLU's product; eager ones keep silu(gate) as well.
     activation_inputs = ops.where(gated, 2.0, 1.0)
     # (op-level selective recompute redoes elementwise outputs such as this one instead of keeping them)
-    eager_extra = ops.where(gated & ((x.fused_kernels == 0) | (x.swiglu_saves_activation > 0)) & ~op_level, 1.0, 0.0)
+    eager_keeps = (x.fused_kernels == 0) | (x.swiglu_saves_activation > 0)
+    eager_extra = ops.where(gated & eager_keeps & ops.logical_not(op_level), 1.0, 0.0)
     down_input = ops.where(full, 1.0 - op_level, ops.where(keeps_input, 1.0, x.lora_down)
                           + x.lora_down * x.lora_dropout * (1 + 1 / e))
     dense_mlp = (e * (activation_inputs + eager_extra) + e * down_input) * x.ffn_hidden / x.tp
@@ -303,7 +304,7 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     # weights: 16-bit copies (full) or the frozen base + adapters (LoRA/QLoRA), ZeRO-3 sharded;
     # ZeRO-3/FSDP gathers a layer (and prefetches the next) in full before using it
     fsdp = x.zero >= 3
-    frozen = _frozen_base_bytes(x) / ops.where(fsdp, shard_dense, 1.0) if ops.any(~full) else 0.0
+    frozen = _frozen_base_bytes(x) / ops.where(fsdp, shard_dense, 1.0) if not ops.all(full) else 0.0
     resident = ops.where(full, x.weight_bytes * sharded(dense, experts, fsdp), frozen)
     adapter_bytes = ops.where(x.master_weights > 0, 4.0, x.weight_bytes)  # PEFT keeps adapters in fp32 under AMP
     # embeddings trained beside LoRA (PEFT `modules_to_save`): a trained copy in the model's
@@ -449,9 +450,10 @@ def _gradient_bytes(x: Inputs, dense, experts, trainable_dense, trainable_expert
     count_expert = ops.where(all_weights, experts, trainable_expert)
     element = ops.where(all_weights, x.weight_bytes, x.grad_bytes)
     # frozen LoRA weights carry no gradient but the adapters do, in their own (fp32 under AMP) dtype
-    element = ops.where((x.method > 0) & ~all_weights, ops.where(x.master_weights > 0, 4.0, x.weight_bytes), element)
+    adapters_only = (x.method > 0) & ops.logical_not(all_weights)
+    element = ops.where(adapters_only, ops.where(x.master_weights > 0, 4.0, x.weight_bytes), element)
     unsharded = (fsdp & (x.fsdp_unsharded_accumulation > 0) & (x.micro_batches > 1)) | stage_kept_gathered(x)
-    grads = element * sharded(count_dense, count_expert, (x.zero >= 2) & ~unsharded)
+    grads = element * sharded(count_dense, count_expert, (x.zero >= 2) & ops.logical_not(unsharded))
     # ZeRO-Offload keeps only the 16-bit gradients the GPU produces; fp32 ones live on the host,
     # and with ZeRO-2/3 each reduced partition leaves for the host at once (a couple of layers' worth)
     offloaded = x.optimizer_offloaded

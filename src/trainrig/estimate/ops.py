@@ -5,8 +5,11 @@ call on single numbers costs about 1 µs of dispatch against ~0.05 µs for the s
 floats, and most of a single estimate is such calls: each function here takes the float path
 when no argument is an array, numpy's otherwise, with numpy's semantics on both (NaN propagates
 through `maximum` and `minimum`, `fmin` skips it, `nan_to_num` maps ±inf to the largest finite
-float). Single numbers enter the core as `np.float64` (inputs.py), so a division by zero gives
-inf or NaN as an array's element would, not an exception.
+float). A single estimate's numbers enter the core as Python floats, whose arithmetic costs a
+third of np.float64's; where one divides by zero (a branch `where` discards, such as an MoE term
+of a dense model) Python raises instead of giving inf or NaN, and the estimate evaluates again on
+`np.float64`, which gives the same numbers (estimator.py). Every function here keeps the type it
+is given, so both paths stay on their own kind of number.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["where", "maximum", "minimum", "fmin", "any", "all", "ceil", "floor", "log2", "isfinite", "nan_to_num",
-           "divide", "distinct_values"]
+__all__ = ["where", "maximum", "minimum", "fmin", "any", "all", "logical_not", "ceil", "floor", "log2", "isfinite",
+           "nan_to_num", "divide", "distinct_values"]
 
 _ARRAY = np.ndarray
 _LARGEST = np.finfo(np.float64).max
@@ -64,23 +67,29 @@ def all(value: Any) -> bool:  # noqa: A001
     return bool(value.all()) if type(value) is _ARRAY else bool(value)
 
 
+def logical_not(value: Any) -> Any:
+    """np.logical_not. Python's `~` on a single condition (a bool) is bitwise: ~True is -2, which
+    is true."""
+    return np.logical_not(value) if type(value) is _ARRAY else not value
+
+
 def ceil(value: Any) -> Any:
     """np.ceil (±inf and NaN unchanged)."""
     if type(value) is _ARRAY:
         return np.ceil(value)
-    return np.float64(math.ceil(value)) if math.isfinite(value) else value
+    return type(value)(math.ceil(value)) if math.isfinite(value) else value
 
 
 def floor(value: Any) -> Any:
     """np.floor (±inf and NaN unchanged)."""
     if type(value) is _ARRAY:
         return np.floor(value)
-    return np.float64(math.floor(value)) if math.isfinite(value) else value
+    return type(value)(math.floor(value)) if math.isfinite(value) else value
 
 
 def log2(value: Any) -> Any:
     """np.log2 of a positive value."""
-    return np.log2(value) if type(value) is _ARRAY else np.float64(math.log2(value))
+    return np.log2(value) if type(value) is _ARRAY else type(value)(math.log2(value))
 
 
 def isfinite(value: Any) -> Any:
