@@ -191,3 +191,14 @@ def test_the_estimate_is_a_valid_estimate(mapping):
     assert Estimate.model_validate_json(est.model_dump_json()) == est
     assert type(est.fits) is bool and type(est.step_time_s) is float
     assert all(type(v) is float for v in est.speedup_if_2x.values())
+
+
+def test_total_leaves_out_exact_zeros_only():
+    """ops.total is sum(): a single 0.0 left out changes nothing, NaN and arrays always count."""
+    row = np.array([1.0, 2.0])
+    assert ops.total([]) == 0.0
+    assert ops.total([0.0, 0.0]) == 0.0
+    assert ops.total([0.0, 1.5, 0.0, 2.0]) == 3.5
+    assert math.isnan(ops.total([0.0, math.nan]))
+    assert same(ops.total([0.0, row, 0.0, row]), [2.0, 4.0])
+    assert same(ops.total([np.zeros(2), 1.0]), [1.0, 1.0])

@@ -75,7 +75,8 @@ def _ring_s(bandwidth_s, g: GroupLinks, passes: float = 1.0):
     nodes and N−1 across the network (NCCL tuning.cc `nInterSteps`)."""
     intra = passes * (g.size - g.nodes) * g.intra_latency_s
     inter = passes * ops.where(g.spans_nodes, ring_steps(g.nodes) * g.inter_latency_s, 0.0)
-    times = [bandwidth_s / bw + intra * a + inter * b for a, b, bw in RING_PROTOCOLS]
+    # (the hops' latency first: a single number when the group is, one numpy call fewer per protocol)
+    times = [bandwidth_s / bw + (intra * a + inter * b) for a, b, bw in RING_PROTOCOLS]
     return ops.minimum(ops.minimum(times[0], times[1]), times[2])
 
 

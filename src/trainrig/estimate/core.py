@@ -99,7 +99,7 @@ def _evaluate(x: Inputs, p: ModelParameters, with_memory: bool) -> Outputs:
     }
     parts["dp_comm"] = _data_parallel_exposed_s(x, p, micro)
     optimizer_s, offload_s = _optimizer_s(x, p)
-    gpu_busy = sum(parts.values()) + optimizer_s
+    gpu_busy = ops.total(parts.values()) + optimizer_s
     parts["data_loading"] = _data_loading_exposed_s(x, p, gpu_busy, m * micro["host_issue"])
     parts["host_transfer"] = _host_transfer_exposed_s(x, gpu_busy) + offload_s + _offload_exposed_s(x, p, micro)
     parts["checkpoint"] = _checkpoint_s(x)
@@ -107,7 +107,7 @@ def _evaluate(x: Inputs, p: ModelParameters, with_memory: bool) -> Outputs:
     # the CPU holds back says so; the on-GPU step stays in `other` with the per-step overhead
     parts["cpu_optimizer"] = ops.where(x.optimizer_offloaded, optimizer_s, 0.0)
     parts["other"] = optimizer_s - parts["cpu_optimizer"] + p.step_overhead_s
-    step = sum(parts.values())
+    step = ops.total(parts.values())
 
     state, memory, total_memory, fits = _memory(memory_x, p) if with_memory else ({}, None, None, None)
     tokens_per_s = x.global_batch * x.real_seq_len / step
@@ -275,8 +275,11 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
              batch.linear(tokens, x.ffn_hidden / x.tp, x.hidden)]
     # MoE GEMMs only where some configuration has MoE layers (a dense model's would be zeroed anyway)
     any_moe = bool(ops.any(x.n_moe_layers > 0))
+    # shared experts' GEMMs only where some configuration has them (Mixtral's would be zero-width)
+    any_shared = any_moe and bool(ops.any(x.n_shared_experts > 0))
     shared_width = x.n_shared_experts * x.shared_ffn_hidden / x.tp
-    shared = [batch.linear(tokens, x.hidden, up_width * shared_width), batch.linear(tokens, shared_width, x.hidden)]
+    shared = [batch.linear(tokens, x.hidden, up_width * shared_width),
+              batch.linear(tokens, shared_width, x.hidden)] if any_shared else []
     router = [batch.linear(tokens, x.hidden, ops.maximum(x.n_experts, 1.0))]
     local_experts = ops.maximum(x.n_experts / x.ep, 1.0)
     rows = tokens * x.top_k / local_experts
@@ -292,15 +295,16 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     trainable = x.method == 0
 
     def passes(linears):
-        forward = sum(t[f] for f, _, _ in linears)
-        backward = sum(t[d] + ops.where(trainable, t[w], 0.0) for _, d, w in linears)
-        return forward, backward
+        forward = ops.total(t[f] for f, _, _ in linears)
+        if type(trainable) is not np.ndarray:  # one answer for every row: add the weight gradients or not
+            return forward, ops.total(t[g] for _, d, w in linears for g in ((d, w) if trainable else (d,)))
+        return forward, ops.total(t[d] + ops.where(trainable, t[w], 0.0) for _, d, w in linears)
 
     moe = (0.0, 0.0)
     if any_moe:
         has_shared = x.n_shared_experts > 0
         blocks = zip(passes(experts), passes(shared), passes(router), strict=True)
-        moe = tuple(ops.where(x.n_moe_layers > 0, routed + ops.where(has_shared, common, 0.0) + gate, 0.0)
+        moe = tuple(ops.where(x.n_moe_layers > 0, ops.total((routed, ops.where(has_shared, common, 0.0), gate)), 0.0)
                     for routed, common, gate in blocks)
     return {"attention": passes(attention), "dense_mlp": passes(dense), "moe_mlp": moe, "logits": passes(logits),
             "attention_core": attention_time_s(tokens, x.n_heads / x.tp, x, p)}

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["where", "maximum", "minimum", "fmin", "any", "all", "logical_not", "ceil", "floor", "log2", "isfinite",
-           "nan_to_num", "divide", "distinct_values"]
+           "nan_to_num", "divide", "total", "distinct_values"]
 
 _ARRAY = np.ndarray
 _LARGEST = np.finfo(np.float64).max
@@ -114,6 +114,17 @@ def divide(numerator: Any, denominator: Any, default: float) -> Any:
         positive = denominator > 0
         return np.where(positive, numerator / np.where(positive, denominator, 1.0), default)
     return numerator / denominator if denominator > 0 else default
+
+
+def total(values: Any) -> Any:
+    """sum(values), leaving out single numbers that are exactly zero: adding one changes no element,
+    and against an array it would cost a numpy call. 0.0 when nothing is left."""
+    result = None
+    for value in values:
+        if type(value) is not _ARRAY and value == 0:
+            continue
+        result = value if result is None else result + value
+    return 0.0 if result is None else result
 
 
 def distinct_values(value: Any) -> set[float]:
