@@ -64,14 +64,53 @@ def test_autogptq_keeps_the_dequantized_weights_for_backward_without_recompute()
     assert recomputed.memory_allocated_gib < plain.memory_allocated_gib
 
 
-def test_deepspeed_zero3_pays_its_per_module_fetch_on_the_host():
-    two = {"gpu": "A100-SXM4-80GB", "n_gpus": 2, "gpus_per_node": 2}
-    base = {"seq_len": 256, "global_batch": 16, "zero": 3, "recompute": "full"}
-    custom = make_job(model=LLAMA, hardware=two, training=base)
-    deepspeed = make_job(model=LLAMA, hardware=two, training={**base, "framework": "deepspeed"})
+def _deepspeed_host_excess_s(n_gpus, **training):
+    """Host issue time a DeepSpeed ZeRO-3 micro-batch adds over the same job without a framework:
+    (forward, backward + recompute)."""
+    gpus = {"gpu": "A100-SXM4-80GB", "n_gpus": n_gpus, "gpus_per_node": n_gpus}
+    base = {"seq_len": 256, "global_batch": 8 * n_gpus, "zero": 3, "recompute": "full", **training}
+    custom = make_job(model=LLAMA, hardware=gpus, training=base)
+    deepspeed = make_job(model=LLAMA, hardware=gpus, training={**base, "framework": "deepspeed"})
     fwd_c, bwd_c = host_issue_s(inputs_from_job(custom, P), P)
     fwd_d, bwd_d = host_issue_s(inputs_from_job(deepspeed, P), P)
+    return float(fwd_d - fwd_c), float(bwd_d - bwd_c), deepspeed.framework
+
+
+def test_deepspeed_zero3_pays_its_per_module_fetch_on_the_host():
+    # one rank: nothing is gathered, only the hooks' fetch and release per module and pass
+    fwd, bwd, fw = _deepspeed_host_excess_s(1)
     modules = 8 * (2 + 4 + 3)  # two norms, q, k, v, o and the three MLP linears per layer
-    fetch_s = modules * deepspeed.framework.zero3_module_fetch_us * 1e-6
-    assert float(fwd_d - fwd_c) == pytest.approx(fetch_s, rel=1e-9)
-    assert float(bwd_d - bwd_c) == pytest.approx(2 * fetch_s, rel=1e-9)  # recompute's forward + backward
+    fetch_s = modules * fw.zero3_module_fetch_us * 1e-6
+    assert fwd == pytest.approx(fetch_s, rel=1e-9)
+    assert bwd == pytest.approx(2 * fetch_s, rel=1e-9)  # recompute's forward + backward
+
+
+def test_deepspeed_zero3_gathers_cost_host_ops_only_when_sharded():
+    # two ranks: each gathered parameter (q, k, v, o and the MLP linears; the norms stay gathered
+    # under the persistence threshold) costs zero3_gather_host_ops eager ops per gather, and a
+    # micro-batch gathers twice: the forward, and the recomputed forward whose gather the backward reuses
+    fwd, bwd, fw = _deepspeed_host_excess_s(2)
+    fetch_s = 8 * (2 + 4 + 3) * fw.zero3_module_fetch_us * 1e-6
+    gather_s = 8 * (4 + 3) * fw.zero3_gather_host_ops * P.eager_op_host_us * 1e-6
+    assert fw.zero3_gather_host_ops > 0
+    assert fwd == pytest.approx(fetch_s + gather_s, rel=1e-9)
+    assert bwd == pytest.approx(2 * fetch_s + gather_s, rel=1e-9)  # one gather, not two: reused
+    # without recompute the backward gathers again, once: the same two gathers a micro-batch
+    fwd_n, bwd_n, _ = _deepspeed_host_excess_s(2, recompute="none")
+    assert fwd_n == pytest.approx(fetch_s + gather_s, rel=1e-9)
+    assert bwd_n == pytest.approx(fetch_s + gather_s, rel=1e-9)
+
+
+def test_deepspeed_zero3_gather_host_cost_grows_with_the_gathered_parameters():
+    # what sharding adds (two ranks against one, the same micro-batches): only the gathers' host ops,
+    # one per gathered parameter and gather; LoRA's two matrices per adapted linear are gathered too
+    def sharding_adds(**training):
+        fwd2, bwd2, fw = _deepspeed_host_excess_s(2, **training)
+        fwd1, bwd1, _ = _deepspeed_host_excess_s(1, **training)
+        return fwd2 - fwd1, bwd2 - bwd1, fw.zero3_gather_host_ops * P.eager_op_host_us * 1e-6
+
+    fwd, bwd, per_op = sharding_adds()
+    assert fwd == pytest.approx(8 * 7 * per_op, rel=1e-9) and bwd == pytest.approx(8 * 7 * per_op, rel=1e-9)
+    fwd, bwd, per_op = sharding_adds(method="lora", lora_targets=["q", "v"])
+    assert fwd == pytest.approx(8 * (7 + 2 * 2) * per_op, rel=1e-9)
+    assert bwd == pytest.approx(8 * (7 + 2 * 2) * per_op, rel=1e-9)

@@ -213,7 +213,7 @@ def host_issue_s(x: Inputs, p: ModelParameters):
     forward_kernels, backward_kernels = _kernels_per_layer(x, p)
     forward_ops, backward_ops = _small_ops_per_layer(x, p)
     layers = x.layers_per_stage
-    fetch_fwd, fetch_bwd = _zero3_fetch_s(x)
+    fetch_fwd, fetch_bwd = _zero3_fetch_s(x, p)
     # + embedding, logits and loss: ~8 kernels forward, ~12 backward
     return ((layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6
             + layers * forward_ops * p.eager_op_host_us * 1e-6 + fetch_fwd,
@@ -239,13 +239,20 @@ def _issuing_share(host, gpu):
     return ops.minimum(1.0, ops.divide(host, gpu, default=1.0))
 
 
-def _zero3_fetch_s(x: Inputs):
+def _zero3_fetch_s(x: Inputs, p: ModelParameters):
     """ZeRO-3's host work per module with parameters and pass (forward, the recompute's forward, the
     backward): the framework's `zero3_module_fetch_us` per module — the layer's 2 norms, its attention
-    and MLP linears, and each adapter's two small linears."""
+    and MLP linears, and each adapter's two small linears. Sharded over more than one rank, each
+    gathered parameter (the linears and adapters; norms stay gathered under the persistence
+    threshold) also costs `zero3_gather_host_ops` ops at `eager_op_host_us` per gather, twice a
+    micro-batch: the forward, and the backward (which, under full recompute, reuses the recomputed
+    forward's gather)."""
     modules = x.layers_per_stage * (2 + 4 + x.mlp_matrices + 2 * x.adapted_linears)
     per_pass = ops.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
-    return per_pass, per_pass * (1 + (x.recompute == 2))
+    gathered = x.layers_per_stage * (4 + x.mlp_matrices + 2 * x.adapted_linears)
+    sharded = (x.zero >= 3) & (x.dp * x.cp > 1)
+    gather = ops.where(sharded, gathered * x.zero3_gather_host_ops * p.eager_op_host_us * 1e-6, 0.0)
+    return per_pass + gather, per_pass * (1 + (x.recompute == 2)) + gather
 
 
 def _overlapped_s(host, gpu, exponent: float):

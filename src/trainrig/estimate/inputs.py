@@ -163,6 +163,7 @@ class Inputs:
     eager_norm_upcast: Any
     swiglu_saves_activation: Any
     zero3_module_fetch_us: Any
+    zero3_gather_host_ops: Any  # host ops per gathered parameter and gather when sharded over > 1 rank
     dp_bucket_elements: Any  # framework's gradient bucket (elements); 0 = the model's dp_bucket_mb
     fsdp_unsharded_under_pp: Any  # 1 = FSDP keeps a stage's weights gathered, its gradients unsharded, under PP
     zero3_16bit_shard_copy: Any  # 1 = a 16-bit shard beside the fp32 master (DeepSpeed); 0 = FSDP
@@ -466,6 +467,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         fsdp_frozen_params_get_grads=float(fw.fsdp_frozen_params_get_grads),
         fused_qkv_view_saved=float(fw.fused_qkv_view_saved), eager_norm_upcast=float(fw.eager_norm_upcast),
         swiglu_saves_activation=float(fw.swiglu_saves_activation), zero3_module_fetch_us=fw.zero3_module_fetch_us,
+        zero3_gather_host_ops=fw.zero3_gather_host_ops,
         dp_bucket_elements=fw.dp_bucket_elements,
         fsdp_unsharded_under_pp=float(fw.fsdp_unsharded_under_pp),
         zero3_16bit_shard_copy=float(fw.zero3_16bit_shard_copy),

@@ -57,6 +57,14 @@ class FrameworkSpec(CatalogEntry):
     zero3_module_fetch_us: float = Field(default=0.0, ge=0)
     """Host time per module and pass that ZeRO-3 spends gathering and releasing the module's
     parameters beyond the collective itself (hooks, bookkeeping, prefetch), in µs."""
+    zero3_gather_host_ops: float = Field(default=0.0, ge=0)
+    """Host ops ZeRO-3 issues per gathered parameter and gather beyond what the same fetch costs on
+    one rank, each at `eager_op_host_us`; only when the parameters are sharded over more than one
+    rank (on one rank nothing is gathered). DeepSpeed v0.11 (partition_parameters.py
+    `all_gather_coalesced`, single parameter): `torch.empty` of the full buffer, the
+    `all_gather_into_tensor` launch, `narrow` and one more `.to` beside the `.to`/`.view` both paths
+    share (one rank: `_no_gather_coalesced`, `NoGatherHandle`): 4. Parameters under
+    `stage3_param_persistence_threshold` (norms, biases) stay gathered and are not counted."""
     dp_bucket_elements: float = Field(default=0.0, ge=0)
     """Gradients per data-parallel reduction bucket under ZeRO-0/1/2 (elements): DeepSpeed's
     `reduce_bucket_size`, 5e8 by default. The bucket still filling when the backward ends is reduced
