@@ -19,6 +19,8 @@ arguments may be numpy arrays.
 
 from __future__ import annotations
 
+import numpy as np
+
 from trainrig.estimate import ops
 
 __all__ = ["ring_steps", "allreduce_time_s", "reduce_scatter_time_s", "all_gather_time_s",
@@ -58,6 +60,8 @@ def _allreduce_bandwidth_s(nbytes, g: GroupLinks):
     ring moves the same bytes: each of a node's NICs carries its channels' share."""
     k, nodes = g.ranks_per_node, g.nodes
     intra = 2 * ring_steps(k) / k * nbytes / (g.intra_gbs * 1e9)
+    if type(g.spans_nodes) is not np.ndarray and not g.spans_nodes:
+        return intra  # one node: no network share to compute
     inter = 2 * ring_steps(nodes) / nodes * (nbytes / k) / (g.inter_gbs_per_gpu * 1e9)
     return intra + ops.where(g.spans_nodes, inter, 0.0)
 
@@ -75,8 +79,16 @@ def _ring_s(bandwidth_s, g: GroupLinks, passes: float = 1.0):
     nodes and N−1 across the network (NCCL tuning.cc `nInterSteps`)."""
     intra = passes * (g.size - g.nodes) * g.intra_latency_s
     inter = passes * ops.where(g.spans_nodes, ring_steps(g.nodes) * g.inter_latency_s, 0.0)
-    # (the hops' latency first: a single number when the group is, one numpy call fewer per protocol)
-    times = [bandwidth_s / bw + (intra * a + inter * b) for a, b, bw in RING_PROTOCOLS]
+    latencies = [intra * a + inter * b for a, b, _ in RING_PROTOCOLS]
+    if type(bandwidth_s) is np.ndarray and not any(type(v) is np.ndarray for v in latencies):
+        # Simple is fastest once its bandwidth saving outweighs the other protocols' lower latency;
+        # past that size for every row (the usual case: gradients, weights, activations) no other
+        # protocol needs timing. NaN fails the test and takes the full path.
+        simple_wins_from = max((latencies[0] - latency) / (1 / bw - 1) for (_, _, bw), latency in
+                               zip(RING_PROTOCOLS[1:], latencies[1:], strict=True))
+        if bandwidth_s.min() > simple_wins_from:
+            return bandwidth_s + latencies[0]
+    times = [bandwidth_s / bw + latency for (_, _, bw), latency in zip(RING_PROTOCOLS, latencies, strict=True)]
     return ops.minimum(ops.minimum(times[0], times[1]), times[2])
 
 

@@ -72,7 +72,7 @@ def estimate(
         cost_usd=cost,
         price_usd_per_gpu_hour=None if price_usd_per_gpu_hour is None else float(price_usd_per_gpu_hour),
         host_ram_gb_per_node=row["host_ram_gb_per_node"],
-        config=_config(job),
+        config=_config(job, int(base.params_total)),
         warnings=_warnings(job, row),
         notes=list(job.notes) + _pipeline_split_notes(job) + _unmodelled(job),
     )
@@ -90,33 +90,36 @@ def _evaluate_with_what_ifs(job: Job, params: ModelParameters) -> tuple[Inputs, 
         return base, evaluate(doubled_resource_inputs(base), params)
 
 
+# field: (the resource whose row changes it, by what factor)
+_TWICE = {
+    "gemm_peak_tflops": ("compute", 2.0),
+    "head_gemm_peak_tflops": ("compute", 2.0),
+    "attention_peak_tflops": ("compute", 2.0),
+    "hbm_bandwidth_gbs": ("hbm_bandwidth", 2.0),
+    "intra_bandwidth_gbs": ("intra_node", 2.0),
+    "inter_node_bandwidth_gbs": ("inter_node", 2.0),
+    "pcie_bandwidth_gbs": ("pcie", 2.0),
+    "pcie_peer_gbs": ("pcie", 2.0),
+    "cpu_cores_per_node": ("cpu", 2.0),
+    "kernel_launch_us": ("cpu", 0.5),
+    "host_memory_bandwidth_gbs": ("cpu", 2.0),
+    "storage_read_gbs": ("storage", 2.0),
+    "storage_write_gbs": ("storage", 2.0),
+}
+# each field's factor in each row (row 0 the base, then RESOURCES in order): one multiplication
+# makes every column
+_TWICE_FACTORS = np.ones((len(_TWICE), len(RESOURCES) + 1))
+for _i, (_resource, _factor) in enumerate(_TWICE.values()):
+    _TWICE_FACTORS[_i, list(RESOURCES).index(_resource) + 1] = _factor
+
+
 def doubled_resource_inputs(base: Inputs) -> Inputs:
     """Rows: the base, then each of RESOURCES at twice its speed (same order)."""
-    index = {name: i + 1 for i, name in enumerate(RESOURCES)}
-    twice = {  # field: (the row that changes it, by what factor)
-        "gemm_peak_tflops": (index["compute"], 2.0),
-        "head_gemm_peak_tflops": (index["compute"], 2.0),
-        "attention_peak_tflops": (index["compute"], 2.0),
-        "hbm_bandwidth_gbs": (index["hbm_bandwidth"], 2.0),
-        "intra_bandwidth_gbs": (index["intra_node"], 2.0),
-        "inter_node_bandwidth_gbs": (index["inter_node"], 2.0),
-        "pcie_bandwidth_gbs": (index["pcie"], 2.0),
-        "pcie_peer_gbs": (index["pcie"], 2.0),
-        "cpu_cores_per_node": (index["cpu"], 2.0),
-        "kernel_launch_us": (index["cpu"], 0.5),
-        "host_memory_bandwidth_gbs": (index["cpu"], 2.0),
-        "storage_read_gbs": (index["storage"], 2.0),
-        "storage_write_gbs": (index["storage"], 2.0),
-    }
-    ones = np.ones(len(RESOURCES) + 1)
-    columns = {}
-    for name, (row, factor) in twice.items():
-        value = getattr(base, name)
-        if value == 0 or not math.isfinite(value):
-            continue  # unknown (NaN), unlimited or zero: twice is the same, one number serves every row
-        column = value * ones
-        column[row] *= factor
-        columns[name] = column
+    values = [getattr(base, name) for name in _TWICE]
+    scaled = np.array(values, dtype=float)[:, None] * _TWICE_FACTORS
+    # unknown (NaN), unlimited or zero: twice is the same, one number serves every row
+    columns = {name: scaled[i] for i, (name, value) in enumerate(zip(_TWICE, values, strict=True))
+               if value != 0 and math.isfinite(value)}
     return base.with_values(**columns)
 
 
@@ -190,10 +193,10 @@ def _overflow_text(job: Job, row: dict[str, Any]) -> str:
             f"{job.hardware.gpu.memory_gib:g} GiB ({largest} {row['memory'][largest] / GIB:.1f} GiB)")
 
 
-def _config(job: Job) -> dict[str, Any]:
+def _config(job: Job, n_params: int) -> dict[str, Any]:
     t, hw = job.training, job.hardware
     return {
-        "model": job.model.name, "n_params": job.model.n_params, "gpu": hw.gpu.id, "n_gpus": hw.n_gpus,
+        "model": job.model.name, "n_params": n_params, "gpu": hw.gpu.id, "n_gpus": hw.n_gpus,
         "n_nodes": hw.n_nodes, "gpus_per_node": hw.gpus_per_node, "intra_node": hw.intra_node.id,
         "inter_node": hw.inter_node.link.id if hw.inter_node else None,
         "tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "dp": t.dp_degree, "vpp": t.vpp,
