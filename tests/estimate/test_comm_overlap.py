@@ -206,3 +206,25 @@ def test_the_planner_tries_tp_overlap_only_with_sequence_parallel_tp():
     assert np.all(both.sequence_parallel[on] > 0) and np.all(both.tp[on] > 1)
     never = enumerate_layouts(spec, 16, 8, 4096, (64,), SearchSpace(tp_comm_overlap=(False,)))
     assert not np.any(never.tp_comm_overlap) and len(both) > len(never)
+
+
+@pytest.mark.parametrize("mapping", [
+    {"model": "llama3-8b", "hardware": {"gpu": "H100-SXM5-80GB", "n_gpus": 8}},
+    {"model": "llama3-70b", "hardware": {"gpu": "H100-SXM5-80GB", "n_gpus": 64, "inter_node": "ib-ndr"}},
+], ids=["one node", "eight nodes"])
+def test_a_ring_takes_its_fastest_protocol_whichever_path_times_it(mapping):
+    """Past the size where Simple beats LL128 and LL in every row, _ring_s times Simple alone; at any
+    size, in rows or one number, it equals the fastest of NCCL's three protocols."""
+    x = inputs_from_job(make_job(load_model(mapping["model"]).model_dump(), mapping["hardware"]), P)
+    group = comm.GroupLinks(x.gpus_per_node * x.n_nodes, 1.0, x, P)
+    intra = (group.size - group.nodes) * group.intra_latency_s
+    inter = float(comm.ring_steps(group.nodes) * group.inter_latency_s) if group.nodes > 1 else 0.0
+
+    def fastest(bandwidth_s):
+        return min(bandwidth_s / bw + intra * a + inter * b for a, b, bw in comm.RING_PROTOCOLS)
+
+    sizes = np.geomspace(1e-9, 1.0, 60)  # from latency-bound to bandwidth-bound
+    for rows in (sizes, sizes[40:], sizes[:5]):
+        timed = comm._ring_s(rows, group)
+        assert np.allclose(timed, [fastest(s) for s in rows], rtol=1e-15, atol=0), rows[0]
+        assert all(float(comm._ring_s(float(s), group)) == pytest.approx(fastest(s), rel=1e-15) for s in rows)
