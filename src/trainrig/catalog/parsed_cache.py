@@ -24,6 +24,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import threading
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -106,7 +107,7 @@ def _write(entry: Path, key: str, data: Any) -> None:
         text = json.dumps({"format": FORMAT, "key": key, "data": _encode(data)}, ensure_ascii=False)
     except _NotCacheable:
         return
-    temporary = entry.with_name(f"{entry.name}.{os.getpid()}.tmp")
+    temporary = entry.with_name(f"{entry.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # one per writer
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         temporary.write_text(text, encoding="utf-8")
