@@ -3,8 +3,11 @@
 typer (0.2x) coerces each parameter's value through a pydantic TypeAdapter that it builds the first
 time the parameter is processed (`_TyperParameter.get_runtime_param`), whether or not the user gave
 the parameter: an option left out has the value None and still gets its adapter built, only to
-return None. `trainrig estimate job.yaml --json` gives 2 of the verb's 26 parameters, so parsing it
-built 24 adapters (a list option two) for nothing.
+return None. Of the estimate verb's 26 parameters, `trainrig estimate job.yaml --json` gives the job
+file and --json (a flag, which typer never coerces), yet parsing it built an adapter for each of
+the other 24 too (two for a list option). That is a few milliseconds once pydantic is loaded; most
+of what a profile puts in typer's parse_args is pydantic's own import, which the first adapter
+triggers and which the job's specs need anyway.
 
 `defer_coercion(command)` gives every parameter of a command a stand-in for that coercion: an absent
 value (None, or an empty list for a multi-value option) gets the answer typer's coercion gives it
