@@ -20,7 +20,7 @@ import yaml
 from trainrig.catalog.yaml_text import MAX_DEPTH, YAMLLimitError, load_yaml
 from trainrig.errors import TrainrigError
 
-__all__ = ["MAX_FILE_BYTES", "read_text", "load_data_file", "yaml_where"]
+__all__ = ["MAX_FILE_BYTES", "read_text", "load_data_file", "parse_yaml_text", "yaml_where"]
 
 # 4 MiB: twelve times the largest packaged file (calibration/qwen.yaml, 321 KB), and small enough
 # that parsing it stays around a second with libyaml.
@@ -109,6 +109,11 @@ def load_data_file(path: str | os.PathLike, field: str) -> Any:
     text = read_text(path, field)
     if Path(shown).suffix == ".json":
         return _load_json(text, shown, field)
+    return parse_yaml_text(text, shown, field)
+
+
+def parse_yaml_text(text: str, shown: str, field: str) -> Any:
+    """The data in the YAML text of the file `shown`, or a TrainrigError naming it under `field`."""
     try:
         return load_yaml(text, source=shown)
     except YAMLLimitError as error:

@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import ValidationError
 
 from trainrig.catalog.files import load_data_file
+from trainrig.catalog.parsed_cache import load_parsed_yaml
 from trainrig.errors import TrainrigError, from_validation_error
 from trainrig.specs.base import CatalogEntry
 
@@ -166,12 +167,16 @@ def _read_sections_cached(dirs: tuple[str, ...]) -> dict[str, list[tuple[Path, d
 
 @cache
 def _packaged_file(path: Path) -> dict[str, list]:
-    """A packaged file, parsed once per process however many sets of user directories join it."""
-    return _load_file(path)
+    """A packaged file, parsed once per process however many sets of user directories join it, and
+    its data kept in the user's cache until the file changes (`parsed_cache`)."""
+    return _checked_content(load_parsed_yaml(path, "catalog") or {}, path)
 
 
 def _load_file(path: Path) -> dict[str, list]:
-    content = load_data_file(path, "catalog") or {}
+    return _checked_content(load_data_file(path, "catalog") or {}, path)
+
+
+def _checked_content(content: Any, path: Path) -> dict[str, list]:
     if not isinstance(content, dict):
         raise TrainrigError("catalog", f"{path} must be a mapping of sections to lists.")
     for name, items in content.items():

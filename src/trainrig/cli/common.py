@@ -1,4 +1,9 @@
-"""What every verb shares: the error boundary, the console, JSON output and common options."""
+"""What every verb shares: the error boundary, the console, JSON output and common options.
+
+`console` and `err_console` are rich Consoles made on first use (PEP 562), so a verb that prints
+only JSON (`estimate --json`) never imports rich's console; `from trainrig.cli.common import console`
+makes the console then, as before.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,11 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from trainrig.cli.coercion import defer_coercion
 from trainrig.errors import TrainrigError
 
 try:  # recent typer vendors its own click; older ones raise click's exceptions
@@ -40,8 +44,26 @@ def _width() -> int | None:
     return 120
 
 
-console = Console(width=_width())
-err_console = Console(stderr=True, width=_width())
+if TYPE_CHECKING:  # made by __getattr__ below on first use
+    from rich.console import Console
+
+    console: Console
+    err_console: Console
+
+
+def __getattr__(name: str) -> Any:
+    """`console` (stdout) and `err_console` (stderr), each made the first time it is asked for."""
+    if name not in ("console", "err_console"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    value = globals()[name] = Console(stderr=name == "err_console", width=_width())
+    return value
+
+
+def _err_console() -> Any:
+    made = globals().get("err_console")
+    return made if made is not None else __getattr__("err_console")
 
 CatalogOption = typer.Option(
     [], "--catalog", help="Extra catalog directory of YAML files (repeatable); also TRAINRIG_CATALOG."
@@ -62,7 +84,7 @@ def run_guarded(app: typer.Typer, args: Sequence[str] | None = None) -> int:
     """Run the app and return its exit code: bad input of any kind (a TrainrigError, or a usage error
     such as a bad option value, a missing argument or an unknown option) ends in one sentence on
     stderr and exit code 2, never in typer's multi-line usage box or a traceback."""
-    command = typer.main.get_command(app)
+    command = defer_coercion(typer.main.get_command(app))
     try:
         # not standalone: click hands usage errors to us instead of printing its box and exiting;
         # --help still prints and ends in click's Exit(0), which comes back as the return value
@@ -70,7 +92,7 @@ def run_guarded(app: typer.Typer, args: Sequence[str] | None = None) -> int:
     except TrainrigError as error:
         return _print_error(str(error))
     except click_errors.NoArgsIsHelpError as error:  # bare `trainrig`: the help, as before
-        err_console.print(error.format_message(), highlight=False, markup=False)
+        _err_console().print(error.format_message(), highlight=False, markup=False)
         return 2
     except click_errors.UsageError as error:
         return _print_error(_usage_sentence(error))
@@ -83,7 +105,9 @@ def run_guarded(app: typer.Typer, args: Sequence[str] | None = None) -> int:
 
 
 def _print_error(sentence: str, code: int = 2) -> int:
-    err_console.print(f"[bold red]error:[/] {escape(sentence)}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    _err_console().print(f"[bold red]error:[/] {escape(sentence)}", highlight=False, soft_wrap=True)
     return code
 
 

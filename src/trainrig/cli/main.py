@@ -27,6 +27,7 @@ try:  # recent typer vendors its own click (and `pip install trainrig` brings no
 except ImportError:  # older typer runs on click itself
     import click
 
+from trainrig.cli.coercion import defer_coercion
 from trainrig.cli.common import run_guarded
 
 # The verbs in the order `trainrig --help` lists them, with their one-line help.
@@ -89,10 +90,11 @@ def import_help_formatter() -> types.ModuleType:
 
 
 def load_verb(name: str) -> click.Command:
-    """The click command of one verb, built from its module's `register(app)`."""
+    """The click command of one verb, built from its module's `register(app)`; typer coerces a
+    parameter's value only when it has one (`trainrig.cli.coercion`)."""
     verb_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     importlib.import_module(f"trainrig.cli.commands.{name}").register(verb_app)
-    command = typer.main.get_command(verb_app)
+    command = defer_coercion(typer.main.get_command(verb_app))
     command.name = name
     return command
 

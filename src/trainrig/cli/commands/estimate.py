@@ -9,9 +9,9 @@ import typer
 
 from trainrig.answers import estimate_json, estimate_with_variants
 from trainrig.catalog.job_file import apply_change, read_job_file
-from trainrig.cli.common import SET_HELP, CatalogOption, JsonOption, console, named_as_typed, print_json
+from trainrig.cli import common
+from trainrig.cli.common import SET_HELP, CatalogOption, JsonOption, named_as_typed, print_json
 from trainrig.errors import TrainrigError
-from trainrig.report.estimate_report import estimate_view, what_if_table
 from trainrig.specs.base import check_number
 
 # flag → (section, job-file field)
@@ -86,9 +86,11 @@ def estimate(
     if json_output:
         print_json(estimate_json(base, variants))
         return
-    console.print(estimate_view(base))
+    from trainrig.report.estimate_report import estimate_view, what_if_table  # rich, for tables only
+
+    common.console.print(estimate_view(base))
     if variants:
-        console.print(what_if_table(base, variants))
+        common.console.print(what_if_table(base, variants))
 
 
 def typed_fields(flags: dict[str, Any]) -> dict[str, str]:
