@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,15 +20,17 @@ def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout, env=env)
 
 
-def test_quick_json_on_this_machine_within_60_s(tmp_path: Path):
+def test_quick_json_on_this_machine(tmp_path: Path):
+    """`--quick` runs every section under its 50 s budget for the benchmarks (docs/probe.md); how long
+    it takes on a loaded machine is not asserted (speed is a benchmark, not a test: issue 16), the
+    timeout only guards against a hang."""
     profile, page = tmp_path / "profile.json", tmp_path / "report.html"
-    start = time.perf_counter()
     done = run("probe", "--quick", "--json", "--save", str(profile), "--html", str(page),
-               "--storage-path", str(tmp_path), timeout=90)
-    elapsed = time.perf_counter() - start
+               "--storage-path", str(tmp_path), timeout=300)
     assert done.returncode == 0, done.stderr
-    assert elapsed <= 60, f"--quick took {elapsed:.1f} s"
     data = json.loads(done.stdout)
+    assert data["quick"] is True and data["time_limit_s"] == 50
+    assert {section["status"] for section in data["sections"]} <= {"ran", "skipped", "partial"}
     assert data["quick"] is True and data["system"]["cpu"]["threads_logical"] >= 1
     assert data["system"]["memory"]["total_bytes"] > 0
     bench = data["benchmarks"]
