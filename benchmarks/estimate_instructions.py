@@ -42,20 +42,26 @@ for _ in range(int(sys.argv[2])):
 BENCHMARKS = Path(__file__).resolve().parent
 
 
-def instructions(source_root: Path, calls: int, job: str | None = None) -> int:
-    """Instructions of a process that loads the job (the example file, or estimate_speed.py's job
-    of that name) and makes `calls` estimates."""
+def count_instructions(source_root: Path, code: str, *args: str) -> int:
+    """Instructions of a Python process running `code` with `args` on `source_root`'s trainrig,
+    counted by cachegrind (also used by estimate_parts.py)."""
     # one BLAS/OpenMP thread: idle pool threads spin for a while under valgrind, which counts them
     env = {"PYTHONPATH": str(source_root / "src"), "PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": "1",
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
     done = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-                           sys.executable, "-c", *((LOOP, str(JOB), str(calls)) if job is None
-                                                   else (NAMED_LOOP, job, str(calls), str(BENCHMARKS)))],
-                          capture_output=True, text=True, env=env, check=False)
+                           sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=False)
     found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
     if done.returncode or found is None:
         raise SystemExit(f"valgrind printed no instruction count:\n{done.stderr[-2000:]}")
     return int(found.group(1).replace(",", ""))
+
+
+def instructions(source_root: Path, calls: int, job: str | None = None) -> int:
+    """Instructions of a process that loads the job (the example file, or estimate_speed.py's job
+    of that name) and makes `calls` estimates."""
+    if job is None:
+        return count_instructions(source_root, LOOP, str(JOB), str(calls))
+    return count_instructions(source_root, NAMED_LOOP, job, str(calls), str(BENCHMARKS))
 
 
 def per_estimate(source_root: Path, calls: int, job: str | None = None) -> float:

@@ -13,11 +13,10 @@ takes two runs of about half a minute.
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+
+from estimate_instructions import count_instructions  # this directory, on the path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TERMS = ["_micro_batch", "_arithmetic_s", "host_issue_s", "_tensor_parallel_s", "_expert_parallel_s",
@@ -47,15 +46,7 @@ for _ in range(20 + int(sys.argv[1])):
 
 
 def instructions(job: str, term: str, calls: int) -> int:
-    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": "1",
-           "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
-    done = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-                           sys.executable, "-c", LOOP, str(calls), job, term, str(ROOT / "benchmarks")],
-                          capture_output=True, text=True, env=env, check=False)
-    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-    if done.returncode or found is None:
-        raise SystemExit(f"valgrind printed no instruction count:\n{done.stderr[-2000:]}")
-    return int(found.group(1).replace(",", ""))
+    return count_instructions(ROOT, LOOP, str(calls), job, term, str(ROOT / "benchmarks"))
 
 
 def per_evaluation(job: str, term: str, calls: int) -> float:

@@ -247,9 +247,9 @@ def _zero3_fetch_s(x: Inputs, p: ModelParameters):
     threshold) also costs `zero3_gather_host_ops` ops at `eager_op_host_us` per gather, twice a
     micro-batch: the forward, and the backward (which, under full recompute, reuses the recomputed
     forward's gather)."""
-    modules = x.layers_per_stage * (2 + 4 + x.mlp_matrices + 2 * x.adapted_linears)
-    per_pass = ops.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
     gathered = x.layers_per_stage * (4 + x.mlp_matrices + 2 * x.adapted_linears)
+    modules = gathered + 2 * x.layers_per_stage  # and the 2 norms
+    per_pass = ops.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
     sharded = (x.zero >= 3) & (x.dp * x.cp > 1)
     gather = ops.where(sharded, gathered * x.zero3_gather_host_ops * p.eager_op_host_us * 1e-6, 0.0)
     return per_pass + gather, per_pass * (1 + (x.recompute == 2)) + gather

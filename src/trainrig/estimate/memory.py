@@ -30,8 +30,7 @@ from trainrig.units import GIB
 
 __all__ = ["local_parameter_counts", "activation_bytes_per_layer", "memory_breakdown_bytes", "memory_fit",
            "memory_state", "stage_kept_gathered", "gathered_bytes_per_weight", "trainable_parameter_counts",
-           "lora_parameters_per_layer",
-           "stage_linear_parameters", "GIB"]
+           "lora_parameters_per_layer", "stage_linear_parameters", "GIB"]
 
 PEAK_PHASES = ("forward", "backward")
 
@@ -128,7 +127,6 @@ def _stage_norm_parameters(x: Inputs):
     return x.params_norms_per_layer * (x.layers_per_stage + 0.5)
 
 
-@_memoized
 @_memoized
 def _stage_linear_parameters(x: Inputs):
     """Weights of the linears of one GPU's layers (what a quantized base stores quantized): all its
