@@ -594,6 +594,8 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     reduce-scatter gradients (Rajbhandari et al. 2020 §5).
     Gradient accumulation amortizes the once-per-step traffic over m micro-batches.
     """
+    if not ops.any(x.dp * x.cp > 1):  # no row has a data-parallel group: nothing moves (see the last line)
+        return 0.0
     dense, experts = local_parameter_counts(x)
     trainable_dense, trainable_expert = trainable_parameter_counts(x)
     dense_group = comm.GroupLinks(x.dp * x.cp, x.tp, x, p)
@@ -665,8 +667,10 @@ def _optimizer_s(x: Inputs, p: ModelParameters):
     shard = ops.where(x.zero >= 1, x.dp * x.cp, 1.0)
     local = trainable / shard
     on_gpu = local * x.optimizer_rw_bytes / (x.hbm_bandwidth_gbs * 1e9)
-    transfers = local * (x.grad_bytes + x.weight_bytes) / (x.pcie_bandwidth_gbs * 1e9)
     offloaded = x.optimizer_offloaded
+    if not ops.any(offloaded):  # every row steps on the GPU: no host step, no PCIe copies
+        return on_gpu, 0.0
+    transfers = local * (x.grad_bytes + x.weight_bytes) / (x.pcie_bandwidth_gbs * 1e9)
     return ops.where(offloaded, _cpu_adam_s(x, p, local), on_gpu), ops.where(offloaded, transfers, 0.0)
 
 

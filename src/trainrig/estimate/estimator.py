@@ -153,18 +153,24 @@ def _bottleneck(row: dict[str, Any], speedups: dict[str, float], job: Job) -> tu
             f"the pipeline bubble is {bubble_share:.0%} of the step; more micro-batches per step"
             " or interleaving (vpp) shrink it")
     share = {k: v / row["step_time_s"] for k, v in row["step"].items()}
-    detail = {
-        "compute": f"GEMMs and attention take {share['compute']:.0%} of the step at {row['mfu']:.0%} MFU",
-        "hbm_bandwidth": "memory-bound kernels (norms, activations, optimizer) weigh on the step",
-        "intra_node": "intra-node traffic is exposed "
-                      f"(TP {share['tp_comm']:.0%}, DP {share['dp_comm']:.0%} of the step)",
-        "inter_node": f"the network between nodes carries exposed traffic (DP {share['dp_comm']:.0%} of the step)",
-        "pcie": f"host↔GPU copies over PCIe are exposed ({share['host_transfer']:.0%} of the step)",
-        "cpu": _cpu_detail(row, share),
-        "storage": "dataset reads or checkpoint writes show "
-                   f"({share['data_loading'] + share['checkpoint']:.0%} of the step)",
-    }[resource]
-    return resource, f"{RESOURCES[resource]} binds: {detail}; 2× faster would speed the step {gain:.2f}×"
+    return resource, (f"{RESOURCES[resource]} binds: {_BINDING_DETAIL[resource](row, share)}; 2× faster would"
+                      f" speed the step {gain:.2f}×")
+
+
+# what each resource's binding looks like in the step (only the binding one is formatted)
+_BINDING_DETAIL = {
+    "compute": lambda row, share: (f"GEMMs and attention take {share['compute']:.0%} of the step at"
+                                   f" {row['mfu']:.0%} MFU"),
+    "hbm_bandwidth": lambda row, share: "memory-bound kernels (norms, activations, optimizer) weigh on the step",
+    "intra_node": lambda row, share: ("intra-node traffic is exposed "
+                                      f"(TP {share['tp_comm']:.0%}, DP {share['dp_comm']:.0%} of the step)"),
+    "inter_node": lambda row, share: f"the network between nodes carries exposed traffic (DP {share['dp_comm']:.0%}"
+                                     " of the step)",
+    "pcie": lambda row, share: f"host↔GPU copies over PCIe are exposed ({share['host_transfer']:.0%} of the step)",
+    "cpu": lambda row, share: _cpu_detail(row, share),
+    "storage": lambda row, share: ("dataset reads or checkpoint writes show "
+                                   f"({share['data_loading'] + share['checkpoint']:.0%} of the step)"),
+}
 
 
 def _cpu_detail(row: dict[str, Any], share: dict[str, float]) -> str:
