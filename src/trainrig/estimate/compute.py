@@ -27,6 +27,9 @@ __all__ = ["gemm_time_s", "tile_efficiency", "attention_time_s", "flash_forward_
 TILE_SHAPES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64))
 _TILE_ROWS = np.array([r for r, _ in TILE_SHAPES], dtype=float)
 _TILE_COLS = np.array([c for _, c in TILE_SHAPES], dtype=float)
+_TILE_AREAS = _TILE_ROWS * _TILE_COLS
+# a tile's multiply-adds per operand element it loads
+_TILE_FEED_INTENSITIES = _TILE_ROWS * _TILE_COLS / (_TILE_ROWS + _TILE_COLS)
 
 
 def tile_efficiency(m, n, units, saturation_intensity, batch=1.0):
@@ -34,12 +37,15 @@ def tile_efficiency(m, n, units, saturation_intensity, batch=1.0):
 
     Evaluated for every tile shape at once along a trailing axis, then the best is taken.
     """
-    m, n, units, batch = (np.asarray(v, dtype=float)[..., None] for v in (m, n, units, batch))
+    m, n, batch = (np.asarray(v, dtype=float)[..., None] for v in (m, n, batch))
+    if type(units) is np.ndarray:  # a single count broadcasts as it is
+        units = units[..., None]
     tiles = batch * np.ceil(m / _TILE_ROWS) * np.ceil(n / _TILE_COLS)
     waves = np.ceil(tiles / units)
-    useful = (batch * m * n) / (waves * units * _TILE_ROWS * _TILE_COLS)
-    feed = np.minimum(1.0, (_TILE_ROWS * _TILE_COLS / (_TILE_ROWS + _TILE_COLS)) / saturation_intensity)
-    return np.max(useful * feed, axis=-1)
+    # waves·units·rows·cols: whole numbers, exact in any order, so one product with the tile areas
+    useful = (batch * m * n) / (waves * units * _TILE_AREAS)
+    feed = np.minimum(1.0, _TILE_FEED_INTENSITIES / saturation_intensity)
+    return (useful * feed).max(axis=-1)
 
 
 def gemm_time_s(m, n, k, x: Inputs, p: ModelParameters, batch=1.0, element_bytes=2.0, peak=None, efficiency=None):
