@@ -87,7 +87,7 @@ def _evaluate(x: Inputs, p: ModelParameters, with_memory: bool) -> Outputs:
         x = x.with_values(seq_len=x.compute_seq_len)
     micro = _micro_batch(x, p)
     m = x.micro_batches
-    per_micro = micro["compute"] + micro["launch_overhead"] + micro["tp_comm"] + micro["cp_comm"] + micro["ep_comm"]
+    per_micro = ops.total(micro[k] for k in ("compute", "launch_overhead", "tp_comm", "cp_comm", "ep_comm"))
     parts = {
         "compute": m * micro["compute"],
         "launch_overhead": m * micro["launch_overhead"],
@@ -101,12 +101,15 @@ def _evaluate(x: Inputs, p: ModelParameters, with_memory: bool) -> Outputs:
     optimizer_s, offload_s = _optimizer_s(x, p)
     gpu_busy = ops.total(parts.values()) + optimizer_s
     parts["data_loading"] = _data_loading_exposed_s(x, p, gpu_busy, m * micro["host_issue"])
-    parts["host_transfer"] = _host_transfer_exposed_s(x, gpu_busy) + offload_s + _offload_exposed_s(x, p, micro)
+    parts["host_transfer"] = ops.total((_host_transfer_exposed_s(x, gpu_busy), offload_s,
+                                        _offload_exposed_s(x, p, micro)))
     parts["checkpoint"] = _checkpoint_s(x)
     # an offloaded optimizer steps on the host (ZeRO-Offload's CPU-Adam): its own part, so a step
     # the CPU holds back says so; the on-GPU step stays in `other` with the per-step overhead
     parts["cpu_optimizer"] = ops.where(x.optimizer_offloaded, optimizer_s, 0.0)
-    parts["other"] = optimizer_s - parts["cpu_optimizer"] + p.step_overhead_s
+    cpu_optimizer_s = parts["cpu_optimizer"]
+    single_zero = type(cpu_optimizer_s) is not np.ndarray and cpu_optimizer_s == 0
+    parts["other"] = (optimizer_s if single_zero else optimizer_s - cpu_optimizer_s) + p.step_overhead_s
     step = ops.total(parts.values())
 
     state, memory, total_memory, fits = _memory(memory_x, p) if with_memory else ({}, None, None, None)
@@ -156,12 +159,15 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     tp = _tensor_parallel_s(x, p, tokens, layers, arithmetic["gemm"])
     cp = _context_parallel_exposed_s(x, p, tokens, layers, *arithmetic["attention"])
     ep = _expert_parallel_s(x, p, tokens)
-    gpu = compute + tp + cp + ep
+    gpu = ops.total((compute, tp, cp, ep))
     # The host issues every kernel while the GPU runs earlier ones; the overlap is imperfect, so
     # the pass outlasts the GPU's own time, by most when host and GPU need about as long: that
     # excess is launch overhead on the critical path.
     host_fwd, host_bwd = host_issue_s(x, p)
-    host = (host_fwd + host_bwd) * _core_sharing(x, host_fwd + host_bwd, gpu)
+    sharing = _core_sharing(x, host_fwd + host_bwd, gpu)
+    host = host_fwd + host_bwd
+    if type(sharing) is np.ndarray or sharing != 1.0:  # (1.0: enough cores, or an unknown count)
+        host = host * sharing
     launch_overhead = ops.maximum(_overlapped_s(host, gpu, p.host_gpu_overlap_exponent) - gpu, 0.0)
     elapsed = compute + launch_overhead
     return {
@@ -204,7 +210,10 @@ def _arithmetic_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     logits_fwd, logits_bwd = _logits_times_s(x, tokens, gemm)
     layer = layer_fwd + layer_bwd + layer_recompute
     # the slowest stage: the fullest one, or the last, whose head may displace a layer (a loss slot)
-    compute = ops.maximum(x.layers_per_stage * layer, x.end_stage_layers * layer + logits_fwd + logits_bwd)
+    with_head = x.end_stage_layers * layer + logits_fwd + logits_bwd
+    if type(x.layers_per_stage) is not np.ndarray and x.layers_per_stage == x.end_stage_layers:
+        return {"compute": with_head, "attention": gemm["attention_core"], "gemm": gemm}  # never the smaller
+    compute = ops.maximum(x.layers_per_stage * layer, with_head)
     return {"compute": compute, "attention": gemm["attention_core"], "gemm": gemm}
 
 
@@ -215,10 +224,10 @@ def host_issue_s(x: Inputs, p: ModelParameters):
     layers = x.layers_per_stage
     fetch_fwd, fetch_bwd = _zero3_fetch_s(x, p)
     # + embedding, logits and loss: ~8 kernels forward, ~12 backward
-    return ((layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6
-            + layers * forward_ops * p.eager_op_host_us * 1e-6 + fetch_fwd,
-            (layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6
-            + layers * backward_ops * p.eager_op_host_us * 1e-6 + fetch_bwd)
+    return (ops.total(((layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6,
+                       layers * forward_ops * p.eager_op_host_us * 1e-6, fetch_fwd)),
+            ops.total(((layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6,
+                       layers * backward_ops * p.eager_op_host_us * 1e-6, fetch_bwd)))
 
 
 def _core_sharing(x: Inputs, host, gpu):
@@ -324,18 +333,28 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
     elementwise_bytes = p.elementwise_traffic_factor * elementwise_bytes_per_token(x, p) / x.n_layers
     elementwise_fwd = tokens * elementwise_bytes / (x.hbm_bandwidth_gbs * 1e9)
     dequant = _qlora_dequant_s(x)
-    gemm_fwd, gemm_bwd = (gemm["attention"][i] + (1 - moe_fraction) * gemm["dense_mlp"][i]
-                          + moe_fraction * gemm["moe_mlp"][i] for i in (0, 1))
-    forward = gemm_fwd + attention_fwd + elementwise_fwd + dequant
+    gemm_fwd, gemm_bwd = (_mlp_mixed(gemm["attention"][i], gemm["dense_mlp"][i], gemm["moe_mlp"][i], moe_fraction)
+                          for i in (0, 1))
+    forward = ops.total((gemm_fwd, attention_fwd, elementwise_fwd, dequant))
     # the backward dequantizes again, unless the forward's 16-bit copy was saved for it (AutoGPTQ)
-    backward = gemm_bwd + attention_bwd + 2 * elementwise_fwd + dequant * (1 - x.dequant_saved_for_backward)
+    backward = ops.total((gemm_bwd, attention_bwd, 2 * elementwise_fwd, dequant * (1 - x.dequant_saved_for_backward)))
     # selective: without flash attention, redo the attention core (Korthikanti et al. 2022 §5);
     # with it, redo the elementwise ops whose outputs were dropped (see memory.py)
+    if type(x.recompute) is not np.ndarray and x.recompute != 1:  # one policy, and not selective
+        return forward, backward, forward if x.recompute == 2 else 0.0
     softmax_s = (1 - x.flash_attention) * tokens * 2 * x.activation_bytes * x.n_heads / x.tp * x.seq_len
     selective = ops.where(x.flash_attention > 0, elementwise_fwd,
                          attention_fwd + softmax_s / (x.hbm_bandwidth_gbs * 1e9))
     recompute = ops.where(x.recompute == 2, forward, ops.where(x.recompute == 1, selective, 0.0))
     return forward, backward, recompute
+
+
+def _mlp_mixed(attention, dense, moe, moe_fraction):
+    """attention + (1 − f)·dense + f·moe for the share f of MoE layers, where a single f of 0 or 1
+    skips the side that is multiplied by zero (every GEMM time is finite, so it adds exactly 0)."""
+    if type(moe_fraction) is not np.ndarray and moe_fraction in (0.0, 1.0):
+        return attention + (dense if moe_fraction == 0.0 else moe)
+    return attention + (1 - moe_fraction) * dense + moe_fraction * moe
 
 
 def _qlora_dequant_s(x: Inputs):
@@ -356,7 +375,8 @@ def _logits_times_s(x: Inputs, tokens, gemm):
     forward, backward = gemm["logits"]
     per_entry = 12 * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))  # 1 upcast, bytes/4 not
     loss = tokens * x.vocab / x.tp * per_entry / (x.hbm_bandwidth_gbs * 1e9)
-    return forward + loss / 2, backward + loss / 2
+    half = loss / 2
+    return forward + half, backward + half
 
 
 def _kernels_per_layer(x: Inputs, p: ModelParameters):
@@ -650,8 +670,12 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
         backward = reduce + (layers - 1) * ops.maximum(gather + reduce - window_bwd / layers, 0.0)
         # a stage FSDP keeps gathered under PP (memory.stage_kept_gathered) is gathered once, in the
         # first micro-batch's forward, and reduced once, after the last backward
-        once = forward + reduce + (layers - 1) * ops.maximum(reduce - window_bwd / layers, 0.0)
-        zero3 = ops.where(stage_kept_gathered(x), once, m * (forward + backward))
+        kept = stage_kept_gathered(x)
+        if type(kept) is np.ndarray or kept:
+            once = forward + reduce + (layers - 1) * ops.maximum(reduce - window_bwd / layers, 0.0)
+            zero3 = ops.where(kept, once, m * (forward + backward))
+        else:  # no stage kept gathered: every micro-batch gathers and reduces
+            zero3 = m * (forward + backward)
     by_stage = ops.where(x.zero == 0, zero0, ops.where(x.zero == 1, zero1, ops.where(x.zero == 2, zero2, zero3)))
     return ops.where(x.dp * x.cp > 1, by_stage, 0.0)
 
@@ -733,11 +757,18 @@ def _data_loading_exposed_s(x: Inputs, p: ModelParameters, gpu_busy, host_issue_
     tokens_per_node = x.global_batch * x.seq_len / _loading_nodes(x)
     rate = ops.where(x.pretokenized > 0, x.collate_rate_per_core, x.tokenize_rate_per_core)
     read_s = ops.nan_to_num(tokens_per_node * p.bytes_per_token_on_disk / (x.storage_read_gbs * 1e9), nan=0.0)
-    background_s = ops.nan_to_num(tokens_per_node / (_loader_cores(x, gpu_busy, host_issue_s) * rate), nan=0.0)
+    workers = x.loader_workers_per_gpu
+    single = type(workers) is not np.ndarray  # one loader setting: only its branch is computed
+    if not single or workers > 0:
+        background_s = ops.nan_to_num(tokens_per_node / (_loader_cores(x, gpu_busy, host_issue_s) * rate), nan=0.0)
+        with_workers = ops.maximum(ops.maximum(background_s, read_s) - gpu_busy, 0.0)
+        if single:
+            return with_workers
     in_process_s = ops.nan_to_num(tokens_per_node / (ops.minimum(x.gpus_per_node, x.cpu_cores_per_node) * rate),
                                  nan=0.0)
-    with_workers = ops.maximum(ops.maximum(background_s, read_s) - gpu_busy, 0.0)
-    return ops.where(x.loader_workers_per_gpu > 0, with_workers, ops.maximum(in_process_s, read_s))
+    if single:
+        return ops.maximum(in_process_s, read_s)
+    return ops.where(workers > 0, with_workers, ops.maximum(in_process_s, read_s))
 
 
 def _loader_cores(x: Inputs, gpu_busy, host_issue_s):

@@ -381,7 +381,11 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     # end of backward: the layer being backpropagated, whole under any policy: full recompute
     # rebuilds all of it, selective rebuilds the tensors it dropped beside the kept ones for that
     # layer's backward (Korthikanti et al. 2022 §5), no recompute kept it all
-    recomputes = ops.any(x.recompute > 0)
+    # (the layer's whole set under full recompute with flash attention is the same as without
+    # recompute: no scores either way, no op-level policy; one configuration reuses it)
+    same_whole = (type(x.recompute) is not np.ndarray and type(x.flash_attention) is not np.ndarray
+                  and x.recompute == 2 and x.flash_attention == 1)
+    recomputes = ops.any(x.recompute > 0) and not same_whole
     activations_backward = activation_bytes_per_layer(x, 0.0 if recomputes else None)[1] + dequantized
     # FSDP's reduce-scatter of a layer: its unsharded gradients in the parameters' dtype and the
     # reduce-scatter input they are copied into in the reduce dtype, both alive at the copy
