@@ -114,3 +114,72 @@ def test_deepspeed_zero3_gather_host_cost_grows_with_the_gathered_parameters():
     fwd, bwd, per_op = sharding_adds(method="lora", lora_targets=["q", "v"])
     assert fwd == pytest.approx(8 * (7 + 2 * 2) * per_op, rel=1e-9)
     assert bwd == pytest.approx(8 * (7 + 2 * 2) * per_op, rel=1e-9)
+
+
+def _zero3_inputs(n_gpus, framework="deepspeed", **training):
+    gpus = {"gpu": "A100-SXM4-80GB", "n_gpus": n_gpus, "gpus_per_node": n_gpus}
+    base = {"seq_len": 256, "global_batch": 8 * n_gpus, "zero": 3, "recompute": "full", **training}
+    if framework is not None:
+        base["framework"] = framework
+    return inputs_from_job(make_job(model=LLAMA, hardware=gpus, training=base), P, python_floats=True)
+
+
+# LLAMA's parameters from its shape: per layer q, k, v, o (4·h²), gated MLP (3·h·ffn), two norms;
+# untied embedding and head, the final norm
+LLAMA_PARAMS = 8 * (4 * 1024**2 + 3 * 1024 * 2816 + 2 * 1024) + 2 * 32000 * 1024 + 1024
+
+
+@pytest.mark.parametrize("n_gpus", [1, 2, 4])
+def test_deepspeed_zero3_gradient_path_streams_its_counted_passes(n_gpus):
+    from trainrig.estimate.core import _zero3_gradient_path_s
+
+    x = _zero3_inputs(n_gpus)
+    fw = make_job(model=LLAMA, hardware=ONE_GPU, training={"framework": "deepspeed"}).framework
+    assert (fw.zero3_grad_full_passes, fw.zero3_grad_shard_passes) == (2, 3)
+    m = 8  # global batch 8 per rank, micro-batch 1
+    # the pre-divide reads and writes the whole 16-bit gradient; the accumulation reads the shard and the
+    # reduced partition and writes the shard (a copy, one pass fewer, on the step's first micro-batch)
+    passes = 2 + (3 - 1 / m) / n_gpus
+    expected = LLAMA_PARAMS * 2 * passes / (float(x.hbm_bandwidth_gbs) * 1e9)
+    assert float(_zero3_gradient_path_s(x)) == pytest.approx(expected, rel=1e-9)
+
+
+def test_deepspeed_zero3_gradient_path_counts_only_what_trains_and_only_under_zero3():
+    from trainrig.estimate.core import _zero3_gradient_path_s
+
+    # LoRA on q and v, rank 16: A (16 × h) and B (h × 16) per adapted linear, 8 layers
+    lora = _zero3_inputs(2, method="lora", lora_targets=["q", "v"], lora_rank=16)
+    adapters = 8 * 2 * 2 * 16 * 1024
+    expected = adapters * 2 * (2 + (3 - 1 / 8) / 2) / (float(lora.hbm_bandwidth_gbs) * 1e9)
+    assert float(_zero3_gradient_path_s(lora)) == pytest.approx(expected, rel=1e-9)
+    # no such path: ZeRO-2 under DeepSpeed, ZeRO-3 under a stack without the fact (FSDP-like)
+    assert float(_zero3_gradient_path_s(_zero3_inputs(2, zero=2))) == 0.0
+    assert float(_zero3_gradient_path_s(_zero3_inputs(2, framework=None))) == 0.0
+    assert float(_zero3_gradient_path_s(_zero3_inputs(2, framework="hf-trainer"))) == 0.0
+    # optimizer offloaded: the gradient partitions are in host memory, a path not counted here
+    assert float(_zero3_gradient_path_s(_zero3_inputs(2, offload="optimizer"))) == 0.0
+
+
+def test_deepspeed_zero3_step_streams_its_extra_bytes_per_local_parameter():
+    from trainrig.estimate.core import _optimizer_s
+
+    for n_gpus in (1, 2):
+        deepspeed, _ = _optimizer_s(_zero3_inputs(n_gpus), P)
+        plain, _ = _optimizer_s(_zero3_inputs(n_gpus, framework=None), P)
+        x = _zero3_inputs(n_gpus)
+        extra = LLAMA_PARAMS / n_gpus * 44 / (float(x.hbm_bandwidth_gbs) * 1e9)
+        assert float(deepspeed - plain) == pytest.approx(extra, rel=1e-9)
+    deepspeed2, _ = _optimizer_s(_zero3_inputs(2, zero=2), P)
+    plain2, _ = _optimizer_s(_zero3_inputs(2, zero=2, framework=None), P)
+    assert float(deepspeed2) == pytest.approx(float(plain2), rel=1e-12)  # ZeRO-2's step: not counted
+
+
+def test_deepspeed_zero3_gradient_path_is_gpu_time_of_every_micro_batch():
+    from trainrig.estimate.core import _zero3_gradient_path_s, evaluate
+
+    # the same job with the path's passes zeroed: the step's compute part differs by m × the path
+    x = _zero3_inputs(2)
+    without = x.with_values(zero3_grad_full_passes=0.0, zero3_grad_shard_passes=0.0)
+    with_path = evaluate(x, P, with_memory=False).step_parts_s["compute"]
+    no_path = evaluate(without, P, with_memory=False).step_parts_s["compute"]
+    assert float(with_path - no_path) == pytest.approx(8 * float(_zero3_gradient_path_s(x)), rel=1e-9)

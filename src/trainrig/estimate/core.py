@@ -155,7 +155,7 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     tokens = x.micro_batch * x.seq_len / x.cp
     layers = x.layers_per_stage
     arithmetic = _arithmetic_s(x, p)
-    compute = arithmetic["compute"]
+    compute = ops.total((arithmetic["compute"], _zero3_gradient_path_s(x)))
     tp = _tensor_parallel_s(x, p, tokens, layers, arithmetic["gemm"])
     cp = _context_parallel_exposed_s(x, p, tokens, layers, *arithmetic["attention"])
     ep = _expert_parallel_s(x, p, tokens)
@@ -262,6 +262,22 @@ def _zero3_fetch_s(x: Inputs, p: ModelParameters):
     sharded = (x.zero >= 3) & (x.dp * x.cp > 1)
     gather = ops.where(sharded, gathered * x.zero3_gather_host_ops * p.eager_op_host_us * 1e-6, 0.0)
     return per_pass + gather, per_pass * (1 + (x.recompute == 2)) + gather
+
+
+def _zero3_gradient_path_s(x: Inputs):
+    """GPU time of ZeRO-3's gradient path per micro-batch beyond the reduce-scatter: the framework's
+    `zero3_grad_full_passes` over the whole 16-bit trainable gradient (DeepSpeed's pre-divide) and
+    `zero3_grad_shard_passes` over this rank's shard (accumulation into the gradient partition; a
+    copy on the first micro-batch, one pass fewer), streamed through HBM. On one rank too; not with
+    the optimizer offloaded, whose gradient partitions live in host memory (that path is not counted)."""
+    if not ops.any((x.zero >= 3) & (x.zero3_grad_full_passes + x.zero3_grad_shard_passes > 0)):
+        return 0.0  # no row runs such a path (every framework but DeepSpeed, every ZeRO stage below 3)
+    trainable_dense, trainable_expert = trainable_parameter_counts(x)
+    shard_passes = ops.maximum(x.zero3_grad_shard_passes - 1 / x.micro_batches, 0.0)
+    passes = x.zero3_grad_full_passes + shard_passes / (x.dp * x.cp)
+    nbytes = (trainable_dense + trainable_expert) * x.weight_bytes * passes
+    on_gpu = ops.where(x.zero >= 3, nbytes / (x.hbm_bandwidth_gbs * 1e9), 0.0)
+    return ops.where(x.optimizer_offloaded, 0.0, on_gpu)  # offloaded: the partitions are in host memory
 
 
 def _overlapped_s(host, gpu, exponent: float):
@@ -690,7 +706,8 @@ def _optimizer_s(x: Inputs, p: ModelParameters):
     trainable = sum(trainable_parameter_counts(x))
     shard = ops.where(x.zero >= 1, x.dp * x.cp, 1.0)
     local = trainable / shard
-    on_gpu = local * x.optimizer_rw_bytes / (x.hbm_bandwidth_gbs * 1e9)
+    step_bytes = x.optimizer_rw_bytes + ops.where(x.zero >= 3, x.zero3_step_extra_bytes, 0.0)
+    on_gpu = local * step_bytes / (x.hbm_bandwidth_gbs * 1e9)
     offloaded = x.optimizer_offloaded
     if not ops.any(offloaded):  # every row steps on the GPU: no host step, no PCIe copies
         return on_gpu, 0.0

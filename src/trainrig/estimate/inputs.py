@@ -164,6 +164,9 @@ class Inputs:
     swiglu_saves_activation: Any
     zero3_module_fetch_us: Any
     zero3_gather_host_ops: Any  # host ops per gathered parameter and gather when sharded over > 1 rank
+    zero3_grad_full_passes: Any  # ZeRO-3 HBM passes over the whole 16-bit gradient per micro-batch
+    zero3_grad_shard_passes: Any  # ... and over this rank's shard of it (accumulation)
+    zero3_step_extra_bytes: Any  # ZeRO-3 optimizer-step bytes per local parameter beyond the fused update
     dp_bucket_elements: Any  # framework's gradient bucket (elements); 0 = the model's dp_bucket_mb
     fsdp_unsharded_under_pp: Any  # 1 = FSDP keeps a stage's weights gathered, its gradients unsharded, under PP
     zero3_16bit_shard_copy: Any  # 1 = a 16-bit shard beside the fp32 master (DeepSpeed); 0 = FSDP
@@ -468,6 +471,8 @@ def _training_fields(job: Job) -> dict[str, float]:
         fused_qkv_view_saved=float(fw.fused_qkv_view_saved), eager_norm_upcast=float(fw.eager_norm_upcast),
         swiglu_saves_activation=float(fw.swiglu_saves_activation), zero3_module_fetch_us=fw.zero3_module_fetch_us,
         zero3_gather_host_ops=fw.zero3_gather_host_ops,
+        zero3_grad_full_passes=fw.zero3_grad_full_passes, zero3_grad_shard_passes=fw.zero3_grad_shard_passes,
+        zero3_step_extra_bytes=fw.zero3_step_extra_bytes,
         dp_bucket_elements=fw.dp_bucket_elements,
         fsdp_unsharded_under_pp=float(fw.fsdp_unsharded_under_pp),
         zero3_16bit_shard_copy=float(fw.zero3_16bit_shard_copy),

@@ -65,6 +65,24 @@ class FrameworkSpec(CatalogEntry):
     `all_gather_into_tensor` launch, `narrow` and one more `.to` beside the `.to`/`.view` both paths
     share (one rank: `_no_gather_coalesced`, `NoGatherHandle`): 4. Parameters under
     `stage3_param_persistence_threshold` (norms, biases) stay gathered and are not counted."""
+    zero3_grad_full_passes: float = Field(default=0.0, ge=0, le=8)
+    """HBM passes of gradient size (16-bit, every trainable element) that ZeRO-3's gradient path makes
+    per micro-batch beyond the reduce-scatter itself. DeepSpeed v0.11.1 comm/coalesced_collectives.py
+    `reduce_scatter_coalesced`: `tensor_partition_flat_buffer.div_(world_sz)` reads and writes the
+    whole bucket before the collective, on one rank too: 2. 0 = none (PyTorch FSDP divides inside
+    the collective's reduce op)."""
+    zero3_grad_shard_passes: float = Field(default=0.0, ge=0, le=8)
+    """HBM passes of this rank's gradient shard per micro-batch after the reduce-scatter: DeepSpeed
+    v0.11.1 stage3.py `partition_grads` accumulates each reduced partition into the 16-bit gradient
+    partition, `grad_buffer.add_(grad_partition...)` (two reads, one write: 3), `copy_` on the first
+    micro-batch of a step (a read and a write: 2): on average 3 − 1/m over m micro-batches."""
+    zero3_step_extra_bytes: float = Field(default=0.0, ge=0, le=256)
+    """HBM bytes per local trainable parameter that ZeRO-3's optimizer step streams beyond the fused
+    Adam update and the 16-bit copy (`OPTIMIZER_STEP_BYTES`), on the GPU step only. DeepSpeed
+    v0.11.1 stage3.py `step` with 16-bit gradient partitions: `has_overflow` isinf and isnan of
+    the partitions with `.any()` (2 × (2 + 1 + 1) = 8), `get_grad_norm_direct`'s
+    `g.double().norm(2)` (2 + 8 + 8 = 18), `_prepare_fp32_grad_for_sub_group`'s `flatten` and
+    `.to(float32)` (4 + 6 = 10), `unscale_and_clip_grads`' `mul_` of the fp32 gradient (8): 44."""
     dp_bucket_elements: float = Field(default=0.0, ge=0)
     """Gradients per data-parallel reduction bucket under ZeRO-0/1/2 (elements): DeepSpeed's
     `reduce_bucket_size`, 5e8 by default. The bucket still filling when the backward ends is reduced
