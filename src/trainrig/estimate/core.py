@@ -107,9 +107,8 @@ def _evaluate(x: Inputs, p: ModelParameters, with_memory: bool) -> Outputs:
     # an offloaded optimizer steps on the host (ZeRO-Offload's CPU-Adam): its own part, so a step
     # the CPU holds back says so; the on-GPU step stays in `other` with the per-step overhead
     parts["cpu_optimizer"] = ops.where(x.optimizer_offloaded, optimizer_s, 0.0)
-    cpu_optimizer_s = parts["cpu_optimizer"]
-    single_zero = type(cpu_optimizer_s) is not np.ndarray and cpu_optimizer_s == 0
-    parts["other"] = (optimizer_s if single_zero else optimizer_s - cpu_optimizer_s) + p.step_overhead_s
+    # (a − b as a + (−b), the same number: `total` leaves out a single zero)
+    parts["other"] = ops.total((optimizer_s, -parts["cpu_optimizer"])) + p.step_overhead_s
     step = ops.total(parts.values())
 
     state, memory, total_memory, fits = _memory(memory_x, p) if with_memory else ({}, None, None, None)
@@ -164,8 +163,8 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     # the pass outlasts the GPU's own time, by most when host and GPU need about as long: that
     # excess is launch overhead on the critical path.
     host_fwd, host_bwd = host_issue_s(x, p)
-    sharing = _core_sharing(x, host_fwd + host_bwd, gpu)
     host = host_fwd + host_bwd
+    sharing = _core_sharing(x, host, gpu)
     if type(sharing) is np.ndarray or sharing != 1.0:  # (1.0: enough cores, or an unknown count)
         host = host * sharing
     launch_overhead = ops.maximum(_overlapped_s(host, gpu, p.host_gpu_overlap_exponent) - gpu, 0.0)
@@ -210,10 +209,9 @@ def _arithmetic_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     logits_fwd, logits_bwd = _logits_times_s(x, tokens, gemm)
     layer = layer_fwd + layer_bwd + layer_recompute
     # the slowest stage: the fullest one, or the last, whose head may displace a layer (a loss slot)
-    with_head = x.end_stage_layers * layer + logits_fwd + logits_bwd
-    if type(x.layers_per_stage) is not np.ndarray and x.layers_per_stage == x.end_stage_layers:
-        return {"compute": with_head, "attention": gemm["attention_core"], "gemm": gemm}  # never the smaller
-    compute = ops.maximum(x.layers_per_stage * layer, with_head)
+    compute = x.end_stage_layers * layer + logits_fwd + logits_bwd
+    if type(x.layers_per_stage) is np.ndarray or x.layers_per_stage != x.end_stage_layers:
+        compute = ops.maximum(x.layers_per_stage * layer, compute)  # (same layers: the head only adds)
     return {"compute": compute, "attention": gemm["attention_core"], "gemm": gemm}
 
 
@@ -774,18 +772,19 @@ def _data_loading_exposed_s(x: Inputs, p: ModelParameters, gpu_busy, host_issue_
     tokens_per_node = x.global_batch * x.seq_len / _loading_nodes(x)
     rate = ops.where(x.pretokenized > 0, x.collate_rate_per_core, x.tokenize_rate_per_core)
     read_s = ops.nan_to_num(tokens_per_node * p.bytes_per_token_on_disk / (x.storage_read_gbs * 1e9), nan=0.0)
-    workers = x.loader_workers_per_gpu
-    single = type(workers) is not np.ndarray  # one loader setting: only its branch is computed
-    if not single or workers > 0:
+
+    def with_workers():
         background_s = ops.nan_to_num(tokens_per_node / (_loader_cores(x, gpu_busy, host_issue_s) * rate), nan=0.0)
-        with_workers = ops.maximum(ops.maximum(background_s, read_s) - gpu_busy, 0.0)
-        if single:
-            return with_workers
-    in_process_s = ops.nan_to_num(tokens_per_node / (ops.minimum(x.gpus_per_node, x.cpu_cores_per_node) * rate),
-                                 nan=0.0)
-    if single:
-        return ops.maximum(in_process_s, read_s)
-    return ops.where(workers > 0, with_workers, ops.maximum(in_process_s, read_s))
+        return ops.maximum(ops.maximum(background_s, read_s) - gpu_busy, 0.0)
+
+    def in_process():
+        cores = ops.minimum(x.gpus_per_node, x.cpu_cores_per_node)
+        return ops.maximum(ops.nan_to_num(tokens_per_node / (cores * rate), nan=0.0), read_s)
+
+    workers = x.loader_workers_per_gpu
+    if type(workers) is not np.ndarray:  # one loader setting: only its branch is computed
+        return with_workers() if workers > 0 else in_process()
+    return ops.where(workers > 0, with_workers(), in_process())
 
 
 def _loader_cores(x: Inputs, gpu_busy, host_issue_s):
