@@ -1,0 +1,108 @@
+"""Host time one PEFT LoRA adapter adds to a frozen linear, in units of one eager op
+(the frameworks catalog's `lora_adapter_host_ops` for the stacks that adapt with PEFT).
+
+    pip install torch==2.13.0 peft==0.6.0 transformers==4.34.1 accelerate==0.24.1
+    python benchmarks/lora_adapter_host_ops.py [--rounds 300]
+
+Runs on the CPU with 4×16 tensors, so every time is Python, the dispatcher and autograd, not
+arithmetic. A chain of 64 frozen nn.Linear is timed plain and with a PEFT adapter on each (rank 4,
+dropout 0.05 as PEFT's LoraConfig in the Qwen and HF recipes, and 0), forward and forward +
+backward, with a chain of 64 eager multiplies (one kernel each) timed in the same interleaved rounds,
+so the machine's drift cancels; medians over the rounds.
+
+On a GPU each kernel also pays its CUDA launch. `eager_op_host_us` (10 µs) is one eager op: about
+half dispatch and autograd (what this CPU measures, ~5 µs) and half launch. So one adapter costs
+(measured / one op's CPU time + its kernels) / 2 eager ops. Its kernels, counted from PEFT 0.6.0's
+`tuners/lora/layer.py` Linear.forward: dropout, lora_A, lora_B, the multiply by `scaling` and the
+in-place add (5; 4 without dropout, whose Identity launches nothing); backward: the multiply's
+gradient, two GEMMs each for lora_B and lora_A (input and weight gradients), dropout's mask
+multiply and the add of the branch's input gradient to the base's (7; 6 without dropout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+
+import torch
+from torch import nn
+
+N_LINEARS, WIDTH = 64, 16
+KERNELS = {0.05: (5, 7), 0.0: (4, 6)}  # (forward, backward) kernels per adapter, by dropout
+
+
+class _Chain(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(WIDTH, WIDTH, bias=False) for _ in range(N_LINEARS))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def _frozen() -> nn.Module:
+    chain = _Chain()
+    for weight in chain.parameters():
+        weight.requires_grad_(False)
+    return chain
+
+
+def _adapted(dropout: float) -> nn.Module:
+    from peft import LoraConfig, get_peft_model  # optional: only this benchmark needs it
+
+    targets = [f"layers.{i}" for i in range(N_LINEARS)]
+    model = get_peft_model(_Chain(), LoraConfig(r=4, lora_alpha=16, lora_dropout=dropout, target_modules=targets))
+    return model.train()
+
+
+def _multiplies(x: torch.Tensor) -> torch.Tensor:
+    for _ in range(N_LINEARS):
+        x = x * 1.0001
+    return x
+
+
+def _timings_us(rounds: int) -> dict[str, float]:
+    """Median µs per linear (or per op) of each variant, forward and forward + backward."""
+    x = torch.randn(4, WIDTH, requires_grad=True)
+    variants = {"frozen": _frozen(), "lora 0.05": _adapted(0.05), "lora 0.0": _adapted(0.0), "op": _multiplies}
+    calls = {}
+    for name, run in variants.items():
+        calls[name + " fwd"] = lambda run=run: run(x)
+        calls[name + " both"] = lambda run=run: run(x).sum().backward()
+    for call in calls.values():  # warm-up
+        for _ in range(20):
+            call()
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(s) / N_LINEARS * 1e6 for name, s in samples.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=300)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    us = _timings_us(args.rounds)
+    op = us["op fwd"]
+    print(f"one eager op (CPU): forward {op:.2f} µs; frozen nn.Linear: forward {us['frozen fwd']:.2f} µs,"
+          f" forward + backward {us['frozen both']:.2f} µs")
+    for dropout, (k_forward, k_backward) in KERNELS.items():
+        name = f"lora {dropout}"
+        forward = us[name + " fwd"] - us["frozen fwd"]
+        backward = us[name + " both"] - us["frozen both"] - forward
+        print(f"PEFT adapter, dropout {dropout}: forward {forward:.1f} µs = {forward / op:.1f} op CPU times,"
+              f" backward {backward:.1f} µs = {backward / op:.1f}; with {k_forward} + {k_backward} kernel launches:"
+              f" lora_adapter_host_ops [{(forward / op + k_forward) / 2:.1f}, {(backward / op + k_backward) / 2:.1f}]")
+
+
+if __name__ == "__main__":
+    main()
