@@ -69,8 +69,9 @@ def _deepspeed_host_excess_s(n_gpus, **training):
     (forward, backward + recompute)."""
     gpus = {"gpu": "A100-SXM4-80GB", "n_gpus": n_gpus, "gpus_per_node": n_gpus}
     base = {"seq_len": 256, "global_batch": 8 * n_gpus, "zero": 3, "recompute": "full", **training}
-    custom = make_job(model=LLAMA, hardware=gpus, training=base)
-    deepspeed = make_job(model=LLAMA, hardware=gpus, training={**base, "framework": "deepspeed"})
+    apart = {**LLAMA, "fused_qkv": False, "fused_gate_up": False}  # deepspeed's default layout, for both
+    custom = make_job(model=apart, hardware=gpus, training=base)
+    deepspeed = make_job(model=apart, hardware=gpus, training={**base, "framework": "deepspeed"})
     fwd_c, bwd_c = host_issue_s(inputs_from_job(custom, P), P)
     fwd_d, bwd_d = host_issue_s(inputs_from_job(deepspeed, P), P)
     return float(fwd_d - fwd_c), float(bwd_d - bwd_c), deepspeed.framework

@@ -34,6 +34,10 @@ def scaled_mapping(job: Job, n_layers: int, n_gpus: int = 1) -> tuple[dict[str, 
     mapping = job_to_mapping(job)
     notes: list[str] = []
     mapping["model"]["n_layers"] = n_layers
+    for field in ("fused_qkv", "fused_gate_up"):  # the bench builds q, k, v and gate, up as separate linears
+        if mapping["model"].get(field):
+            notes.append(f"model.{field} true → false: the bench builds separate linears")
+        mapping["model"][field] = False
     dense = job.model.n_dense_layers
     if job.model.is_moe and dense and dense >= n_layers:
         # the bench builds the model's first layers; keep one MoE layer so the experts are measured

@@ -270,13 +270,14 @@ def adapter_bytes_per_token(x: Inputs):
     """HBM bytes one layer's LoRA branches move per token in the forward: each adapted linear reads
     its input again for A (after dropout, which reads it and writes a copy and a 1-byte mask), writes
     B's output, and adds it to the base output (read both, write the sum); A's rank-wide output is
-    negligible. PEFT applies each adapter, and its dropout, separately."""
+    negligible. PEFT applies each adapter, and its dropout, separately; one on a fused q/k/v (or
+    gate/up) linear reads the input once."""
     if not ops.any(x.method > 0):
         return 0.0
     e = x.activation_bytes
     q_width, kv_width = x.q_width_local, x.kv_heads * x.head_dim / x.tp
     first = x.adapted_first_mlp
-    fan_in = (x.hidden * (x.lora_q + x.lora_k + x.lora_v + first) + q_width * x.lora_o
+    fan_in = (x.hidden * (x.adapted_qkv_linears + x.adapted_mlp_input_linears) + q_width * x.lora_o
               + x.ffn_hidden / x.tp * x.lora_down)
     fan_out = (q_width * x.lora_q + kv_width * (x.lora_k + x.lora_v) + x.hidden * (x.lora_o + x.lora_down)
                + x.ffn_hidden / x.tp * first)

@@ -254,7 +254,7 @@ def _zero3_fetch_s(x: Inputs, p: ModelParameters):
     threshold) also costs `zero3_gather_host_ops` ops at `eager_op_host_us` per gather, twice a
     micro-batch: the forward, and the backward (which, under full recompute, reuses the recomputed
     forward's gather)."""
-    gathered = x.layers_per_stage * (4 + x.mlp_matrices + 2 * x.adapted_linears)
+    gathered = x.layers_per_stage * (x.linears_per_layer + 2 * x.adapted_linears)
     modules = gathered + 2 * x.layers_per_stage  # and the 2 norms
     per_pass = ops.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
     sharded = (x.zero >= 3) & (x.dp * x.cp > 1)
@@ -297,12 +297,14 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     """
     tokens = x.micro_batch * x.seq_len / x.cp
     batch = GemmBatch()
-    kv_local = 2 * x.kv_width_local
-    q_local = x.q_width_local
-    up_width = x.mlp_matrices - 1  # gate and up fused when gated
-    attention = [batch.linear(tokens, x.hidden, q_local + kv_local), batch.linear(tokens, q_local, x.hidden)]
-    dense = [batch.linear(tokens, x.hidden, up_width * x.ffn_hidden / x.tp),
-             batch.linear(tokens, x.ffn_hidden / x.tp, x.hidden)]
+    q_local, kv_local = x.q_width_local, x.kv_width_local
+    up_width = x.mlp_matrices - 1  # gate and up: 2 for a gated MLP
+    ffn_local = x.ffn_hidden / x.tp
+    attention = _projections(batch, tokens, x.hidden, q_local + 2 * kv_local, (q_local, kv_local, kv_local),
+                             x.fused_qkv, batch.linear(tokens, q_local, x.hidden))
+    one_input = ops.where(x.mlp_matrices == 3, x.fused_gate_up, 1.0)  # a plain MLP has one input linear
+    dense = _projections(batch, tokens, x.hidden, up_width * ffn_local, (ffn_local, ffn_local), one_input,
+                         batch.linear(tokens, ffn_local, x.hidden))
     # MoE GEMMs only where some configuration has MoE layers (a dense model's would be zeroed anyway)
     any_moe = bool(ops.any(x.n_moe_layers > 0))
     # shared experts' GEMMs only where some configuration has them (Mixtral's would be zero-width)
@@ -325,6 +327,9 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     trainable = x.method == 0
 
     def passes(linears):
+        if type(linears) is tuple:  # (fused or not, as fused, as separate linears): rows differ in layout
+            fused, *layouts = linears
+            return tuple(ops.where(fused > 0, a, b) for a, b in zip(*map(passes, layouts), strict=True))
         forward = ops.total(t[f] for f, _, _ in linears)
         if type(trainable) is not np.ndarray:  # one answer for every row: add the weight gradients or not
             return forward, ops.total(t[g] for _, d, w in linears for g in ((d, w) if trainable else (d,)))
@@ -338,6 +343,27 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
                     for routed, common, gate in blocks)
     return {"attention": passes(attention), "dense_mlp": passes(dense), "moe_mlp": moe, "logits": passes(logits),
             "attention_core": attention_time_s(tokens, x.n_heads / x.tp, x, p)}
+
+
+def _projections(batch: GemmBatch, tokens, fan_in, whole_width, part_widths, fused, output):
+    """A block's linears: those projecting one input to several outputs (q, k, v; gate and up), one
+    GEMM of `whole_width` when `fused`, else one per part (`part_widths`), and then `output`. With
+    `fused` an array (rows of both layouts): (fused, both lists), which `passes` picks between."""
+    def whole():
+        return [batch.linear(tokens, fan_in, whole_width), output]
+
+    def apart():
+        linears = {}  # equal widths (k and v, gate and up) are one GEMM shape, launched once each
+        for width in part_widths:
+            linears.setdefault(id(width), batch.linear(tokens, fan_in, width))
+        return [*(linears[id(width)] for width in part_widths), output]
+
+    # every row one layout (a plan's search): one list
+    if type(fused) is np.ndarray and fused.size and fused.min() == fused.max():
+        fused = fused.flat[0]
+    if type(fused) is not np.ndarray:
+        return whole() if fused else apart()
+    return fused, whole(), apart()
 
 
 def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
@@ -396,19 +422,22 @@ def _logits_times_s(x: Inputs, tokens, gemm):
 def _kernels_per_layer(x: Inputs, p: ModelParameters):
     """Kernels one layer launches per micro-batch from its modules: (forward, backward + recomputation).
 
-    Forward: 2 norms, 4 GEMMs, rotary (q and k), attention (1 fused kernel; unfused: 2 batched
-    GEMMs, softmax, dropout; an eager softmax is 4 more: upcast, scale, mask, downcast), 2 residual
-    adds, the activation, and the TP collectives (2, or 4 with sequence parallelism). Backward:
-    every forward kernel's gradient, plus the weight-gradient GEMMs (4 per layer; the attention
-    GEMMs have 2 gradient GEMMs each). Each costs `kernel_launch_us` of host time; the extra small
-    ops of eager code and of adapters are counted apart (`_small_ops_per_layer`).
+    Forward: 2 norms, one GEMM per linear (`linears_per_layer`: 4 with q/k/v and gate/up fused, 7
+    apart), rotary (q and k), attention (1 fused kernel; unfused: 2 batched GEMMs, softmax, dropout;
+    an eager softmax is 4 more: upcast, scale, mask, downcast), 2 residual adds, the activation, and
+    the TP collectives (2, or 4 with sequence parallelism). Backward: every forward kernel's
+    gradient, plus a weight-gradient GEMM per linear whose weight trains (none on a frozen LoRA
+    base; the attention GEMMs have 2 gradient GEMMs each). Each costs `kernel_launch_us` of host
+    time; the extra small ops of eager code and of adapters are counted apart (`_small_ops_per_layer`).
     """
     attention = ops.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout + 4.0 * eager_softmax(x))
     tp_collectives = ops.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel_active), 0.0)
     moe = 8.0 * x.n_moe_layers / x.n_layers  # router GEMM, top-k, permute, unpermute, grouped GEMMs
     elementwise = 2 + 2 * x.rope + 2 + 1
-    forward = 4 + attention + elementwise + tp_collectives + moe
-    backward = forward + 4 + ops.where(x.flash_attention > 0, 1.0, 2.0)
+    linears = x.linears_per_layer
+    forward = linears + attention + elementwise + tp_collectives + moe
+    weight_grads = ops.where(x.method == 0, linears, 0.0)
+    backward = forward + weight_grads + ops.where(x.flash_attention > 0, 1.0, 2.0)
     recompute = ops.where(x.recompute == 2, forward, 0.0)
     return forward, backward + recompute
 
@@ -423,11 +452,11 @@ def _small_ops_per_layer(x: Inputs, p: ModelParameters):
     inside a module's forward, each costing `eager_op_host_us`.
     """
     extra = (2 + 2 * x.rope + 2 + 1) * (eager_elementwise_scale(x, p) - 1)
-    adapters = x.adapted_linears * (3 + x.lora_dropout)
+    adapters = x.adapted_linears * x.lora_forward_ops
     # a quantized base's dequantization around each of the layer's linears, every use
-    dequant = x.quantized * x.dequant_ops * (4 + x.mlp_matrices)
+    dequant = x.quantized * x.dequant_ops * x.linears_per_layer
     forward = extra + adapters + dequant
-    backward = (extra + 2 * adapters + dequant * (1 - x.dequant_saved_for_backward)
+    backward = (extra + x.adapted_linears * x.lora_backward_ops + dequant * (1 - x.dequant_saved_for_backward)
                 + ops.where(x.recompute == 2, forward, 0.0))
     return forward, backward
 

@@ -295,6 +295,7 @@ def _assumptions(job: Job) -> list[str]:
     if t.optimizer_in_backward is False and t.optimizer in ("adamw", "adam8bit", "sgd"):
         said.append("a fused or per-tensor optimizer step (no temporaries beyond the states)")
     framework = job.framework
+    said.extend(_projection_assumptions(job))
     said.append(f"{framework.name} keeps a persistent gradient buffer" if framework.persistent_grad_buffer
                 else "gradients freed between steps (zero_grad(set_to_none=True))")
     said.extend(_overlap_assumptions(job, given))
@@ -307,6 +308,19 @@ def _assumptions(job: Job) -> list[str]:
         said.append("MFU against the fp8 dense peak (sources that quote fp8 runs against bf16's peak"
                     " give a multiple of this)")
     return said
+
+
+def _projection_assumptions(job: Job) -> list[str]:
+    """How the layer's q/k/v and gate/up linears are laid out, where the model did not say."""
+    m, framework = job.model, job.framework
+    if m.fused_qkv is not None and (m.fused_gate_up is not None or not m.gated_mlp):
+        return []
+    qkv, gate_up = job.projections_fused()
+    parts = ["q, k and v in one linear" if qkv else "q, k and v in 3 linears"]
+    if m.gated_mlp:
+        parts.append("gate and up in one" if gate_up else "gate and up in 2")
+    whose = f"{framework.name}'s model code" if framework.fused_qkv is not None else "fused, no framework model code"
+    return [f"{', '.join(parts)} ({whose}; model.fused_qkv, model.fused_gate_up)"]
 
 
 # How assumptions and warnings name the attention kernels and fp8 recipes.

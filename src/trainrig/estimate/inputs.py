@@ -143,6 +143,10 @@ class Inputs:
     lora_up: Any
     lora_down: Any
     lora_dropout: Any  # 1 when the LoRA branch applies dropout (copies its input for backward)
+    lora_forward_ops: Any  # host time of one adapter's forward, in eager ops (FrameworkSpec.lora_adapter_host_ops)
+    lora_backward_ops: Any  # … and of its backward
+    fused_qkv: Any  # 1 = q, k and v projected by one linear (see ModelSpec.fused_qkv); 0 = three
+    fused_gate_up: Any  # 1 = a gated MLP's gate and up as one linear; 0 = two
     train_embeddings: Any
     embedding_state_bytes: Any  # optimizer moments per trained embedding weight (kept in the model's precision)
     master_weights: Any  # 1 = fp32 master copy (mixed precision); 0 = pure low precision
@@ -288,15 +292,46 @@ class Inputs:
 
     @property
     def adapted_first_mlp(self):
-        """Adapters on the MLP's input linears: gate and up for SwiGLU; a plain MLP has one input
-        linear, which `gate` and `up` both name."""
+        """Adapted parts of the MLP's input projection: gate and up for SwiGLU; a plain MLP has one
+        input linear, which `gate` and `up` both name."""
         either = ops.maximum(self.lora_gate, self.lora_up)
         return ops.where(self.mlp_matrices == 3, self.lora_gate + self.lora_up, either)
 
     @property
+    def qkv_linears(self):
+        """Linears projecting q, k and v: 1 fused, 3 apart."""
+        return 3 - 2 * self.fused_qkv
+
+    @property
+    def mlp_input_linears(self):
+        """Linears of the MLP's input side: 2 for gate and up apart, 1 fused or for a plain MLP."""
+        return ops.where(self.mlp_matrices == 3, 2 - self.fused_gate_up, 1.0)
+
+    @cached_property
+    def linears_per_layer(self):
+        """Linear modules of a dense layer: the q/k/v ones, the output projection, the MLP's input
+        ones and its down projection (4 when q/k/v and gate/up are fused, 7 for Hugging Face Llama)."""
+        return self.qkv_linears + 1 + self.mlp_input_linears + 1
+
+    @property
+    def adapted_qkv_linears(self):
+        """Adapters on the q/k/v side: one per targeted linear, so a fused q/k/v linear carries one
+        however many of its parts are targeted (PEFT on Qwen-1's `c_attn`, LitGPT's LoRAQKVLinear)."""
+        parts = self.lora_q + self.lora_k + self.lora_v
+        return ops.where(self.fused_qkv > 0, ops.minimum(parts, 1.0), parts)
+
+    @property
+    def adapted_mlp_input_linears(self):
+        """Adapters on the MLP's input side: one per targeted linear (one on a fused gate/up)."""
+        either = ops.maximum(self.lora_gate, self.lora_up)
+        return ops.where(self.fused_gate_up > 0, either, self.adapted_first_mlp)
+
+    @cached_property
     def adapted_linears(self):
-        """Adapted linears per layer of a LoRA/QLoRA row (0 for full training)."""
-        count = self.lora_q + self.lora_k + self.lora_v + self.lora_o + self.adapted_first_mlp + self.lora_down
+        """Adapter modules per layer of a LoRA/QLoRA row (0 for full training)."""
+        if not ops.any(self.method > 0):  # no row adapts anything
+            return 0.0
+        count = self.adapted_qkv_linears + self.lora_o + self.adapted_mlp_input_linears + self.lora_down
         return ops.where(self.method > 0, count, 0.0)
 
     @property
@@ -427,11 +462,22 @@ def _attention_fields(job: Job) -> dict[str, float]:
                 fp8_cast_bytes=FP8_CAST_BYTES.get(resolve_fp8_recipe(t), 0.0))
 
 
+def _adapter_host_ops(fw) -> tuple[float, float]:
+    """One adapter's host work per micro-batch in eager ops, (forward, backward): the framework's
+    measurement, else its small ops one each (A, B and the scaled add, + dropout; backward twice)."""
+    if fw.lora_adapter_host_ops is not None:
+        return fw.lora_adapter_host_ops
+    forward = 3.0 + float(fw.lora_dropout > 0)
+    return forward, 2 * forward
+
+
 def _training_fields(job: Job) -> dict[str, float]:
     t, fw = job.training, job.framework
     mixed = t.precision != "fp32"
     targets = t.lora_modules
     quantization = t.base_quantization
+    fused_qkv, fused_gate_up = job.projections_fused()
+    adapter_ops = _adapter_host_ops(fw)
     return dict(
         seq_len=t.seq_len, micro_batch=t.micro_batch,
         global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, dp=t.dp_degree, vpp=t.vpp,
@@ -458,6 +504,8 @@ def _training_fields(job: Job) -> dict[str, float]:
         dequant_saved_for_backward=float(quantization == "gptq-int4"),
         **{f"lora_{name}": float(name in targets) for name in ("q", "k", "v", "o", "gate", "up", "down")},
         lora_dropout=float(fw.lora_dropout > 0), train_embeddings=float(t.train_embeddings),
+        fused_qkv=float(fused_qkv), fused_gate_up=float(fused_gate_up),
+        lora_forward_ops=adapter_ops[0], lora_backward_ops=adapter_ops[1],
         embedding_state_bytes=_embedding_state_bytes(t),
         master_weights=float(t.master_weights and mixed), paged_optimizer=float(t.optimizer.startswith("paged")),
         optimizer_in_backward=float(t.optimizer_in_backward), loss_kind=LOSS_CODE[t.loss],

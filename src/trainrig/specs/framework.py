@@ -27,6 +27,15 @@ class FrameworkSpec(CatalogEntry):
     """FSDP wraps frozen base weights and trainable adapters into one flat parameter
     (`use_orig_params=True`), so gradient memory is that of training every weight (PyTorch FSDP docs,
     "FSDP has some constraints on freezing parameters")."""
+    fused_qkv: bool | None = None
+    """Its own model code projects q, k and v with one linear (Megatron-Core `linear_qkv`, LitGPT
+    `attn`), or with three (torchtitan `wq`/`wk`/`wv`, torchtune and Hugging Face `q_proj`/`k_proj`/
+    `v_proj`); null = it runs whatever model code it is given (then one, unless `model.fused_qkv`
+    says). A model that sets `fused_qkv` (its Hugging Face code fuses: Qwen-1 `c_attn`) overrides it."""
+    fused_gate_up: bool | None = None
+    """Its own model code computes a gated MLP's gate and up projections as one linear (Megatron-Core
+    `linear_fc1`) or two (torchtitan `w1`/`w3`, torchtune `w1`/`w3`, LitGPT `fc_1`/`fc_2`, Hugging Face
+    `gate_proj`/`up_proj`); null = as `fused_qkv`."""
     fused_qkv_view_saved: bool = False
     """Attention reads q, k and v as views of one fused QKV output; the saved v keeps the whole QKV
     output alive for backward."""
@@ -98,6 +107,10 @@ class FrameworkSpec(CatalogEntry):
     lora_dropout: float = Field(default=0.05, ge=0, lt=1)
     """Dropout on the LoRA branch's input by default: when above 0, every adapted input is copied
     (and a 1-byte mask kept) for backward."""
+    lora_adapter_host_ops: tuple[float, float] | None = None
+    """Host time of one LoRA adapter per micro-batch as (forward, backward) in `eager_op_host_us`
+    units, measured for the stack's adapter code (`benchmarks/lora_adapter_host_ops.py`); null = its
+    small ops counted one each: A, B and the scaled add (+ dropout) forward, twice that backward."""
     tensor_parallel: bool = True
     """Supports tensor (and sequence) parallelism."""
     pipeline_parallel: bool = True

@@ -356,6 +356,14 @@ class Job(FrozenSpec):
             object.__setattr__(self, "notes", (*self.notes, note))
         return self
 
+    def projections_fused(self) -> tuple[bool, bool]:
+        """(q/k/v one linear, gate/up one linear): as the model says, else as the framework's own
+        model code has them, else fused (one linear each)."""
+        m, fw = self.model, self.framework
+        qkv = m.fused_qkv if m.fused_qkv is not None else fw.fused_qkv
+        gate_up = m.fused_gate_up if m.fused_gate_up is not None else fw.fused_gate_up
+        return qkv is not False, gate_up is not False
+
 
 def _resolved_training(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> TrainingSpec:
     if t.dp == "auto":

@@ -66,6 +66,16 @@ class ModelSpec(FrozenSpec):
     """Inner width of one shared expert; defaults to expert_ffn_hidden."""
     n_dense_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     """Leading layers with a dense MLP in an MoE model."""
+    fused_qkv: bool | None = None
+    """Whether the model code projects q, k and v with one linear (GPT-2 and Qwen-1 `c_attn`, Falcon
+    and GPT-NeoX `query_key_value`, MPT `Wqkv`, Phi-3 `qkv_proj`) or with three (Llama, Mistral and
+    Qwen2 `q_proj`, `k_proj`, `v_proj` in Hugging Face transformers); unset = the framework's own
+    model code decides (frameworks catalog `fused_qkv`), and else one. The same weights either way:
+    it changes the kernels launched, the GEMM shapes and the adapters LoRA puts on them."""
+    fused_gate_up: bool | None = None
+    """Whether a gated MLP's gate and up projections are one linear (Megatron-Core `linear_fc1`,
+    Phi-3 `gate_up_proj`) or two (Hugging Face Llama `gate_proj`, `up_proj`; Qwen-1 `w1`, `w2`);
+    unset = the framework's model code decides, and else one. Ignored for a plain MLP."""
 
     @model_validator(mode="after")
     def _check_shape(self) -> ModelSpec:
