@@ -1,22 +1,28 @@
-"""Host time one PEFT LoRA adapter adds to a frozen linear, in units of one eager op
-(the frameworks catalog's `lora_adapter_host_ops` for the stacks that adapt with PEFT).
+"""Host time one LoRA adapter adds to a frozen linear, in units of one eager op, for PEFT and
+torchtune (the frameworks catalog's `lora_adapter_host_ops`).
 
-    pip install torch==2.13.0 peft==0.6.0 transformers==4.34.1 accelerate==0.24.1
+    pip install torch==2.13.0 peft==0.6.0 transformers==4.34.1 accelerate==0.24.1      # PEFT
     python benchmarks/lora_adapter_host_ops.py [--rounds 300]
+    # torchtune in a venv of its own (its huggingface_hub is newer than transformers 4.34 accepts):
+    pip install torch==2.13.0 numpy omegaconf huggingface_hub datasets tiktoken blobfile sentencepiece \
+        kagglehub Pillow safetensors && pip install --no-deps torchtune==0.4.0 torchao==0.7.0
 
 Runs on the CPU with 4×16 tensors, so every time is Python, the dispatcher and autograd, not
-arithmetic. A chain of 64 frozen nn.Linear is timed plain and with a PEFT adapter on each (rank 4,
-dropout 0.05 as PEFT's LoraConfig in the Qwen and HF recipes, and 0), forward and forward +
-backward, with a chain of 64 eager multiplies (one kernel each) timed in the same interleaved rounds,
-so the machine's drift cancels; medians over the rounds.
+arithmetic. A chain of 64 frozen nn.Linear is timed plain and with an adapter on each (rank 4; PEFT
+with dropout 0.05 as PEFT's LoraConfig in the Qwen and HF recipes, and 0; torchtune's LoRALinear
+with its configs' dropout 0), forward and forward + backward, with a chain of 64 eager multiplies
+(one kernel each) timed in the same interleaved rounds, so the machine's drift cancels; medians over
+the rounds. A stack that is not installed is skipped.
 
 On a GPU each kernel also pays its CUDA launch. `eager_op_host_us` (10 µs) is one eager op: about
 half dispatch and autograd (what this CPU measures, ~5 µs) and half launch. So one adapter costs
-(measured / one op's CPU time + its kernels) / 2 eager ops. Its kernels, counted from PEFT 0.6.0's
-`tuners/lora/layer.py` Linear.forward: dropout, lora_A, lora_B, the multiply by `scaling` and the
-in-place add (5; 4 without dropout, whose Identity launches nothing); backward: the multiply's
-gradient, two GEMMs each for lora_B and lora_A (input and weight gradients), dropout's mask
-multiply and the add of the branch's input gradient to the base's (7; 6 without dropout).
+(measured / one op's CPU time + its kernels) / 2 eager ops. Its kernels, counted from the code:
+PEFT 0.6.0 `tuners/lora/layer.py` Linear.forward: dropout, lora_A, lora_B, the multiply by `scaling`
+and the in-place add (5; 4 without dropout, whose Identity launches nothing); backward: the
+multiply's gradient, two GEMMs each for lora_B and lora_A (input and weight gradients), dropout's
+mask multiply and the add of the branch's input gradient to the base's (7; 6 without dropout).
+torchtune 0.4.0 `modules/peft/lora.py` LoRALinear.forward (the base linear in the same module):
+lora_a, lora_b, the multiply by alpha / rank and the add (4), backward as PEFT's without dropout (6).
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ import torch
 from torch import nn
 
 N_LINEARS, WIDTH = 64, 16
-KERNELS = {0.05: (5, 7), 0.0: (4, 6)}  # (forward, backward) kernels per adapter, by dropout
+# variant → (forward, backward) kernels per adapter
+KERNELS = {"peft, dropout 0.05": (5, 7), "peft, dropout 0.0": (4, 6), "torchtune, dropout 0.0": (4, 6)}
 
 
 class _Chain(nn.Module):
@@ -51,12 +58,34 @@ def _frozen() -> nn.Module:
     return chain
 
 
-def _adapted(dropout: float) -> nn.Module:
+def _peft(dropout: float) -> nn.Module:
     from peft import LoraConfig, get_peft_model  # optional: only this benchmark needs it
 
     targets = [f"layers.{i}" for i in range(N_LINEARS)]
     model = get_peft_model(_Chain(), LoraConfig(r=4, lora_alpha=16, lora_dropout=dropout, target_modules=targets))
     return model.train()
+
+
+def _torchtune() -> nn.Module:
+    from torchtune.modules.peft import LoRALinear  # optional: only this benchmark needs it
+
+    chain = _Chain()
+    for i in range(N_LINEARS):
+        chain.layers[i] = LoRALinear(WIDTH, WIDTH, rank=4, alpha=16, dropout=0.0)
+        chain.layers[i].weight.requires_grad_(False)  # the frozen base, as torchtune's recipes set it
+    return chain.train()
+
+
+def _installed() -> dict[str, nn.Module]:
+    """Each adapted chain whose stack imports here."""
+    built = {}
+    for name, build in (("peft, dropout 0.05", lambda: _peft(0.05)), ("peft, dropout 0.0", lambda: _peft(0.0)),
+                        ("torchtune, dropout 0.0", _torchtune)):
+        try:
+            built[name] = build()
+        except ImportError as missing:
+            print(f"{name}: skipped ({missing})")
+    return built
 
 
 def _multiplies(x: torch.Tensor) -> torch.Tensor:
@@ -68,7 +97,7 @@ def _multiplies(x: torch.Tensor) -> torch.Tensor:
 def _timings_us(rounds: int) -> dict[str, float]:
     """Median µs per linear (or per op) of each variant, forward and forward + backward."""
     x = torch.randn(4, WIDTH, requires_grad=True)
-    variants = {"frozen": _frozen(), "lora 0.05": _adapted(0.05), "lora 0.0": _adapted(0.0), "op": _multiplies}
+    variants = {"frozen": _frozen(), **_installed(), "op": _multiplies}
     calls = {}
     for name, run in variants.items():
         calls[name + " fwd"] = lambda run=run: run(x)
@@ -95,12 +124,13 @@ def main() -> None:
     op = us["op fwd"]
     print(f"one eager op (CPU): forward {op:.2f} µs; frozen nn.Linear: forward {us['frozen fwd']:.2f} µs,"
           f" forward + backward {us['frozen both']:.2f} µs")
-    for dropout, (k_forward, k_backward) in KERNELS.items():
-        name = f"lora {dropout}"
+    for name, (k_forward, k_backward) in KERNELS.items():
+        if name + " fwd" not in us:
+            continue
         forward = us[name + " fwd"] - us["frozen fwd"]
         backward = us[name + " both"] - us["frozen both"] - forward
-        print(f"PEFT adapter, dropout {dropout}: forward {forward:.1f} µs = {forward / op:.1f} op CPU times,"
-              f" backward {backward:.1f} µs = {backward / op:.1f}; with {k_forward} + {k_backward} kernel launches:"
+        print(f"{name}: forward {forward:.1f} µs = {forward / op:.1f} op CPU times, backward {backward:.1f} µs ="
+              f" {backward / op:.1f}; with {k_forward} + {k_backward} kernel launches:"
               f" lora_adapter_host_ops [{(forward / op + k_forward) / 2:.1f}, {(backward / op + k_backward) / 2:.1f}]")
 
 
