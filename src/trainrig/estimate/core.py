@@ -353,7 +353,7 @@ def _projections(batch: GemmBatch, tokens, fan_in, whole_width, part_widths, fus
         return [batch.linear(tokens, fan_in, whole_width), output]
 
     def apart():
-        linears = {}  # equal widths (k and v, gate and up) are one GEMM shape, launched once each
+        linears = {}  # a width given twice (k and v; gate and up): one GEMM shape, counted per linear
         for width in part_widths:
             linears.setdefault(id(width), batch.linear(tokens, fan_in, width))
         return [*(linears[id(width)] for width in part_widths), output]
@@ -447,7 +447,8 @@ def _small_ops_per_layer(x: Inputs, p: ModelParameters):
 
     Eager elementwise work (norms, rotary, residual adds, activation) takes
     `eager_elementwise_factor` ops per fused kernel, the extra ones issued by the same module; each
-    adapted linear adds its two small GEMMs and the scaled add (+ dropout), backward twice that.
+    adapter costs its stack's measured `lora_forward_ops` / `lora_backward_ops` (PEFT, torchtune), else
+    its two small GEMMs and the scaled add (+ dropout), backward twice that.
     A quantized base adds its dequantization ops per linear and use. These are single aten ops
     inside a module's forward, each costing `eager_op_host_us`.
     """
