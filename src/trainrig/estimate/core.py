@@ -300,10 +300,9 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     q_local, kv_local = x.q_width_local, x.kv_width_local
     up_width = x.mlp_matrices - 1  # gate and up: 2 for a gated MLP
     ffn_local = x.ffn_hidden / x.tp
-    attention = _projections(batch, tokens, x.hidden, q_local + 2 * kv_local, (q_local, kv_local, kv_local),
+    attention = _projections(batch, tokens, x.hidden, q_local + 2 * kv_local, ((q_local, 1), (kv_local, 2)),
                              x.fused_qkv, batch.linear(tokens, q_local, x.hidden))
-    one_input = ops.where(x.mlp_matrices == 3, x.fused_gate_up, 1.0)  # a plain MLP has one input linear
-    dense = _projections(batch, tokens, x.hidden, up_width * ffn_local, (ffn_local, ffn_local), one_input,
+    dense = _projections(batch, tokens, x.hidden, up_width * ffn_local, ((ffn_local, 2),), x.mlp_input_linears == 1,
                          batch.linear(tokens, ffn_local, x.hidden))
     # MoE GEMMs only where some configuration has MoE layers (a dense model's would be zeroed anyway)
     any_moe = bool(ops.any(x.n_moe_layers > 0))
@@ -345,18 +344,16 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
             "attention_core": attention_time_s(tokens, x.n_heads / x.tp, x, p)}
 
 
-def _projections(batch: GemmBatch, tokens, fan_in, whole_width, part_widths, fused, output):
+def _projections(batch: GemmBatch, tokens, fan_in, whole_width, parts, fused, output):
     """A block's linears: those projecting one input to several outputs (q, k, v; gate and up), one
-    GEMM of `whole_width` when `fused`, else one per part (`part_widths`), and then `output`. With
-    `fused` an array (rows of both layouts): (fused, both lists), which `passes` picks between."""
+    GEMM of `whole_width` when `fused`, else one per part (`parts`: (width, how many linears of it)),
+    and then `output`. With `fused` an array (rows of both layouts): (fused, both lists), which
+    `passes` picks between."""
     def whole():
         return [batch.linear(tokens, fan_in, whole_width), output]
 
-    def apart():
-        linears = {}  # a width given twice (k and v; gate and up): one GEMM shape, counted per linear
-        for width in part_widths:
-            linears.setdefault(id(width), batch.linear(tokens, fan_in, width))
-        return [*(linears[id(width)] for width in part_widths), output]
+    def apart():  # equal linears (k and v; gate and up) share one GEMM shape, listed once per linear
+        return [*(gemms for width, n in parts for gemms in [batch.linear(tokens, fan_in, width)] * n), output]
 
     # every row one layout (a plan's search): one list
     if type(fused) is np.ndarray and fused.size and fused.min() == fused.max():
