@@ -2,6 +2,8 @@
 a check of the 12 dequantization ops per linear and use that the model counts (`DEQUANT_OPS`).
 
     pip install torch==2.13.0 transformers==4.34.1 && pip install --no-deps auto-gptq==0.5.1
+    # not in lora_adapter_host_ops.py's PEFT venv: PEFT imports an installed auto_gptq, whose
+    # package needs `datasets`
     python benchmarks/gptq_dequant_host_ops.py [--rounds 200]
 
 PEFT trains through `auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py` QuantLinear's torch path (its
@@ -15,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import statistics
-import time
 import warnings
 from pathlib import Path
 
 import torch
 from torch import nn
+
+from lora_adapter_host_ops import Chain, interleaved_medians_us, multiplies  # this directory, on the path
 
 N_LINEARS, WIDTH, GROUP = 32, 32, 32
 
@@ -38,23 +40,6 @@ def _quant_linear_class() -> type:
     return module.QuantLinear
 
 
-class _Chain(nn.Module):
-    def __init__(self, make) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(make() for _ in range(N_LINEARS))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x)
-        return x
-
-
-def _multiplies(x: torch.Tensor) -> torch.Tensor:
-    for _ in range(N_LINEARS):
-        x = x * 1.0001
-    return x
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=200)
@@ -62,22 +47,12 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     quant_linear = _quant_linear_class()
-    frozen = _Chain(lambda: nn.Linear(WIDTH, WIDTH, bias=False)).half().requires_grad_(False)
-    quantized = _Chain(lambda: quant_linear(bits=4, group_size=GROUP, infeatures=WIDTH, outfeatures=WIDTH, bias=False))
+    frozen = Chain(lambda: nn.Linear(WIDTH, WIDTH, bias=False), N_LINEARS).half().requires_grad_(False)
+    quantized = Chain(lambda: quant_linear(bits=4, group_size=GROUP, infeatures=WIDTH, outfeatures=WIDTH, bias=False),
+                      N_LINEARS)
     x = torch.randn(4, WIDTH, dtype=torch.float16, requires_grad=True)
-    calls = {"frozen fwd": lambda: frozen(x), "frozen both": lambda: frozen(x).sum().backward(),
-             "gptq fwd": lambda: quantized(x), "gptq both": lambda: quantized(x).sum().backward(),
-             "op fwd": lambda: _multiplies(x)}
-    for call in calls.values():  # warm-up
-        for _ in range(10):
-            call()
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(args.rounds):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            samples[name].append(time.perf_counter() - start)
-    us = {name: statistics.median(s) / N_LINEARS * 1e6 for name, s in samples.items()}
+    variants = {"frozen": frozen, "gptq": quantized, "op": multiplies(N_LINEARS)}
+    us = interleaved_medians_us(variants, x, args.rounds, N_LINEARS, warmup=10)
     op = us["op fwd"]
     forward = us["gptq fwd"] - us["frozen fwd"]
     backward = us["gptq both"] - us["frozen both"] - forward

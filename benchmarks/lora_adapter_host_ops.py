@@ -40,10 +40,12 @@ N_LINEARS, WIDTH = 64, 16
 KERNELS = {"peft, dropout 0.05": (5, 7), "peft, dropout 0.0": (4, 6), "torchtune, dropout 0.0": (4, 6)}
 
 
-class _Chain(nn.Module):
-    def __init__(self) -> None:
+class Chain(nn.Module):
+    """`n` linears applied in turn, each made by `make` (also gptq_dequant_host_ops.py's)."""
+
+    def __init__(self, make=lambda: nn.Linear(WIDTH, WIDTH, bias=False), n: int = N_LINEARS) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(WIDTH, WIDTH, bias=False) for _ in range(N_LINEARS))
+        self.layers = nn.ModuleList(make() for _ in range(n))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
@@ -52,7 +54,7 @@ class _Chain(nn.Module):
 
 
 def _frozen() -> nn.Module:
-    chain = _Chain()
+    chain = Chain()
     for weight in chain.parameters():
         weight.requires_grad_(False)
     return chain
@@ -62,14 +64,14 @@ def _peft(dropout: float) -> nn.Module:
     from peft import LoraConfig, get_peft_model  # optional: only this benchmark needs it
 
     targets = [f"layers.{i}" for i in range(N_LINEARS)]
-    model = get_peft_model(_Chain(), LoraConfig(r=4, lora_alpha=16, lora_dropout=dropout, target_modules=targets))
+    model = get_peft_model(Chain(), LoraConfig(r=4, lora_alpha=16, lora_dropout=dropout, target_modules=targets))
     return model.train()
 
 
 def _torchtune() -> nn.Module:
     from torchtune.modules.peft import LoRALinear  # optional: only this benchmark needs it
 
-    chain = _Chain()
+    chain = Chain()
     for i in range(N_LINEARS):
         chain.layers[i] = LoRALinear(WIDTH, WIDTH, rank=4, alpha=16, dropout=0.0)
         chain.layers[i].weight.requires_grad_(False)  # the frozen base, as torchtune's recipes set it
@@ -88,22 +90,24 @@ def _installed() -> dict[str, nn.Module]:
     return built
 
 
-def _multiplies(x: torch.Tensor) -> torch.Tensor:
-    for _ in range(N_LINEARS):
-        x = x * 1.0001
-    return x
+def multiplies(n: int = N_LINEARS):
+    """`n` eager multiplies in turn: one kernel each, the unit the results are given in."""
+    def run(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(n):
+            x = x * 1.0001
+        return x
+    return run
 
 
-def _timings_us(rounds: int) -> dict[str, float]:
-    """Median µs per linear (or per op) of each variant, forward and forward + backward."""
-    x = torch.randn(4, WIDTH, requires_grad=True)
-    variants = {"frozen": _frozen(), **_installed(), "op": _multiplies}
+def interleaved_medians_us(variants: dict, x: torch.Tensor, rounds: int, per: int, warmup: int = 20) -> dict:
+    """Median µs per one of `per` linears (or ops) of each variant, keyed "name fwd" (forward) and
+    "name both" (forward + backward), timed in interleaved rounds so the machine's drift cancels."""
     calls = {}
     for name, run in variants.items():
         calls[name + " fwd"] = lambda run=run: run(x)
         calls[name + " both"] = lambda run=run: run(x).sum().backward()
-    for call in calls.values():  # warm-up
-        for _ in range(20):
+    for call in calls.values():
+        for _ in range(warmup):
             call()
     samples: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(rounds):
@@ -111,7 +115,7 @@ def _timings_us(rounds: int) -> dict[str, float]:
             start = time.perf_counter()
             call()
             samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(s) / N_LINEARS * 1e6 for name, s in samples.items()}
+    return {name: statistics.median(s) / per * 1e6 for name, s in samples.items()}
 
 
 def main() -> None:
@@ -120,7 +124,8 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    us = _timings_us(args.rounds)
+    variants = {"frozen": _frozen(), **_installed(), "op": multiplies()}
+    us = interleaved_medians_us(variants, torch.randn(4, WIDTH, requires_grad=True), args.rounds, N_LINEARS)
     op = us["op fwd"]
     print(f"one eager op (CPU): forward {op:.2f} µs; frozen nn.Linear: forward {us['frozen fwd']:.2f} µs,"
           f" forward + backward {us['frozen both']:.2f} µs")
