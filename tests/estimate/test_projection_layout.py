@@ -119,3 +119,12 @@ def test_a_layout_that_is_not_a_boolean_is_refused_naming_the_field():
     with pytest.raises(TrainrigError) as info:
         job({"fused_qkv": "maybe"})
     assert info.value.field == "model.fused_qkv"
+
+
+def test_a_negative_adapter_host_time_is_refused():
+    from pydantic import ValidationError
+
+    from trainrig.specs.framework import FrameworkSpec
+
+    with pytest.raises(ValidationError, match="lora_adapter_host_ops"):
+        FrameworkSpec(id="x", name="x", sources=("s",), lora_adapter_host_ops=(-1.0, 8.0))

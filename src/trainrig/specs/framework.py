@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
 from trainrig.specs.base import CatalogEntry
 
 __all__ = ["FrameworkSpec", "CUSTOM_FRAMEWORK"]
+
+HostOps = Annotated[float, Field(ge=0)]  # host time in eager ops: never negative, as zero3_gather_host_ops
 
 
 class FrameworkSpec(CatalogEntry):
@@ -107,7 +111,7 @@ class FrameworkSpec(CatalogEntry):
     lora_dropout: float = Field(default=0.05, ge=0, lt=1)
     """Dropout on the LoRA branch's input by default: when above 0, every adapted input is copied
     (and a 1-byte mask kept) for backward."""
-    lora_adapter_host_ops: tuple[float, float] | None = None
+    lora_adapter_host_ops: tuple[HostOps, HostOps] | None = None
     """Host time of one LoRA adapter per micro-batch as (forward, backward) in `eager_op_host_us`
     units, measured for the stack's adapter code (`benchmarks/lora_adapter_host_ops.py`); null = its
     small ops counted one each: A, B and the scaled add (+ dropout) forward, twice that backward."""
