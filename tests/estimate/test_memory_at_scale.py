@@ -32,7 +32,7 @@ def state(training, model=LLAMA, hardware=EIGHT):
 def test_op_level_selective_recompute_keeps_the_block_input_odd_matmuls_and_attention_outputs():
     """torchtitan's policy (parallelize_llama.py): the block input, the outputs of mm 1, 3, 5, 7 in
     forward order (q k v o w1 w3 w2 → q, v, w1, w2) and of the flash kernel (output + fp32 lse)."""
-    _, x, _ = state({"recompute": "selective"})
+    _, x, _ = state({"recompute": "selective", "framework": "torchtitan"})
     tokens = 2 * 2048
     by_hand = tokens * (2 * H          # block input (the checkpoint's argument)
                         + 2 * H        # q = mm 1
@@ -46,13 +46,32 @@ def test_op_level_selective_recompute_keeps_the_block_input_odd_matmuls_and_atte
 
 
 def test_op_level_policy_under_tp_keeps_local_shards_and_the_reduce_scatter_outputs():
-    _, x, _ = state({"recompute": "selective", "tp": 2, "sequence_parallel": True, "global_batch": 8})
+    _, x, _ = state({"recompute": "selective", "tp": 2, "sequence_parallel": True, "global_batch": 8,
+                     "framework": "torchtitan"})
     tokens = 2 * 2048
     by_hand = tokens * (2 * H / 2 + 2 * H / 2 + 2 * KV / 2 + 2 * H / 2 + 4 * HEADS / 2 + 2 * FFN / 2
                         + 2 * H          # down's mm output before its reduce-scatter: whole rows
                         + 2 * 2 * H / 2)  # the reduce-scatters after o and down, sequence-sharded
     saved, _ = activation_bytes_per_layer(x)
     assert float(saved) == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_op_level_policy_on_fused_linears_keeps_them_whole():
+    """qkv o w1w3 w2: the fused qkv (mm 1) and gate/up (mm 3) outputs are kept whole; the down
+    projection (mm 4) is not kept; no framework, so the layout is fused."""
+    _, x, _ = state({"recompute": "selective"})
+    tokens = 2 * 2048
+    by_hand = tokens * (2 * H + 2 * (H + 2 * KV) + 2 * H + 4 * HEADS + 2 * 2 * FFN)
+    saved, _ = activation_bytes_per_layer(x)
+    assert float(saved) == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_megatron_selective_with_flash_keeps_everything_but_the_log_sum_exp():
+    _, none, _ = state({"framework": "megatron"})
+    _, selective, _ = state({"recompute": "selective", "framework": "megatron"})
+    tokens = 2 * 2048
+    assert float(activation_bytes_per_layer(none)[0] - activation_bytes_per_layer(selective)[0]) == pytest.approx(
+        tokens * 4 * HEADS, rel=1e-12)
 
 
 def test_fsdp_keeps_the_fp32_master_as_its_shard_and_no_16bit_copy():

@@ -33,6 +33,7 @@ from trainrig.estimate.memory import (
     local_parameter_counts,
     memory_fit,
     memory_state,
+    op_level_recompute,
     stage_kept_gathered,
     stage_linear_parameters,
     trainable_parameter_counts,
@@ -204,7 +205,8 @@ def _arithmetic_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     forward, backward and recomputation and the output head (`compute`), and one layer's attention
     core (forward, backward), which context-parallel traffic hides under."""
     tokens = x.micro_batch * x.seq_len / x.cp
-    gemm = per_distinct_row(lambda rows: _gemm_times_s(rows, p), x, GEMM_IGNORES)
+    redone = bool(ops.any(op_level_recompute(x)))  # over all rows: recompute is in GEMM_IGNORES
+    gemm = per_distinct_row(lambda rows: _gemm_times_s(rows, p, redone), x, GEMM_IGNORES)
     layer_fwd, layer_bwd, layer_recompute = _layer_times_s(x, p, tokens, gemm)
     logits_fwd, logits_bwd = _logits_times_s(x, tokens, gemm)
     layer = layer_fwd + layer_bwd + layer_recompute
@@ -286,7 +288,7 @@ def _overlapped_s(host, gpu, exponent: float):
     return slower * (1 + ratio ** exponent) ** (1 / exponent)
 
 
-def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
+def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[str, Any]:
     """Every GEMM of one layer and of the output head, timed in one vectorized call, and the
     layer's attention core (`attention_core`: forward, backward; see compute.attention_time_s).
 
@@ -294,6 +296,8 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     (routed experts as a grouped GEMM over this GPU's experts, plus shared experts and the router;
     tokens assumed balanced: tokens·top_k routed rows spread over n_experts/ep local experts, each
     sharded over tp), and the logits. Frozen weights (LoRA/QLoRA) skip their weight gradients.
+    `op_level`: also time the GEMMs op-level selective recompute redoes (`op_recompute`), which
+    the caller asks for when any configuration runs that policy; else they are zero.
     """
     tokens = x.micro_batch * x.seq_len / x.cp
     batch = GemmBatch()
@@ -322,6 +326,7 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     if not any_moe:
         shared, router = [], []
     logits = [batch.linear(tokens, x.hidden, x.vocab / x.tp, head=True)]
+    redone = _op_level_recomputed_gemms(batch, x, tokens, attention) if op_level else None
     t = batch.run(x, p)
     trainable = x.method == 0
 
@@ -341,7 +346,38 @@ def _gemm_times_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
         moe = tuple(ops.where(x.n_moe_layers > 0, ops.total((routed, ops.where(has_shared, common, 0.0), gate)), 0.0)
                     for routed, common, gate in blocks)
     return {"attention": passes(attention), "dense_mlp": passes(dense), "moe_mlp": moe, "logits": passes(logits),
-            "attention_core": attention_time_s(tokens, x.n_heads / x.tp, x, p)}
+            "attention_core": attention_time_s(tokens, x.n_heads / x.tp, x, p),
+            "op_recompute": (0.0, 0.0, 0.0) if redone is None else tuple(t[g] for g in redone)}
+
+
+def _op_level_recomputed_gemms(batch: GemmBatch, x: Inputs, tokens, attention):
+    """The forward GEMMs torchtitan's op-level policy redoes in the backward, added to `batch`.
+
+    Its policy (`_custom_policy` in torchtitan's parallelize_llama.py) keeps every odd aten.mm in
+    forward order — q, v, the gate w1 and the down projection w2 of a block that runs q k v o w1 w3
+    w2 — and redoes the even ones that the backward needs: k (for attention's backward), o (its
+    output rebuilds the residual that the MLP's norm reads; under sequence parallelism the
+    reduce-scattered output is kept instead) and, in a gated MLP, the up projection w3 (its output
+    is an input of the product). With q, k and v in one linear that linear is the first, kept, and
+    o the second; with gate and up in one, that linear is kept and the down projection, redone,
+    is not needed by the backward. Returns the indices of k's, o's and w3's forward GEMMs, added
+    whatever the policy and layout (see _op_level_recompute_s)."""
+    output = attention[-1] if type(attention) is list else attention[1][-1]  # o: the block's last linear
+    k = batch.add(tokens, x.kv_width_local, x.hidden)
+    up = batch.add(tokens, x.ffn_hidden / x.tp, x.hidden)
+    return k, output[0], up
+
+
+def _op_level_recompute_s(x: Inputs, gemm: dict[str, Any]):
+    """(attention side, MLP side) forward GEMM time op-level selective recompute repeats per layer
+    (see _op_level_recomputed_gemms); zero where selective recompute is not op-level. Applied here,
+    not in `_gemm_times_s`, whose rows are shared by configurations that differ in recompute and
+    sequence parallelism (GEMM_IGNORES)."""
+    k, o, up = gemm["op_recompute"]
+    keeps_o = (x.tp > 1) & (x.sequence_parallel_active > 0)
+    active = op_level_recompute(x)
+    attention = ops.where(active, ops.where(x.fused_qkv > 0, 0.0, k) + ops.where(keeps_o, 0.0, o), 0.0)
+    return attention, ops.where(active & (x.mlp_matrices == 3) & (x.fused_gate_up == 0), up, 0.0)
 
 
 def _projections(batch: GemmBatch, tokens, fan_in, whole_width, parts, fused, output):
@@ -375,13 +411,17 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
     forward = ops.total((gemm_fwd, attention_fwd, elementwise_fwd, dequant))
     # the backward dequantizes again, unless the forward's 16-bit copy was saved for it (AutoGPTQ)
     backward = ops.total((gemm_bwd, attention_bwd, 2 * elementwise_fwd, dequant * (1 - x.dequant_saved_for_backward)))
-    # selective: without flash attention, redo the attention core (Korthikanti et al. 2022 §5);
-    # with it, redo the elementwise ops whose outputs were dropped (see memory.py)
+    # selective: redo the attention core (Korthikanti et al. 2022 §5; Megatron-Core's core-attention
+    # checkpoint, with flash attention too), or, under an op-level policy, the elementwise ops and
+    # GEMMs whose outputs it drops (see _op_level_recomputed_gemms and memory.py)
     if type(x.recompute) is not np.ndarray and x.recompute != 1:  # one policy, and not selective
         return forward, backward, forward if x.recompute == 2 else 0.0
     softmax_s = (1 - x.flash_attention) * tokens * 2 * x.activation_bytes * x.n_heads / x.tp * x.seq_len
-    selective = ops.where(x.flash_attention > 0, elementwise_fwd,
-                         attention_fwd + softmax_s / (x.hbm_bandwidth_gbs * 1e9))
+    redone_attention, redone_mlp = _op_level_recompute_s(x, gemm)
+    op_level = ops.total((elementwise_fwd, redone_attention, (1 - moe_fraction) * redone_mlp))
+    # Megatron's core-attention checkpoint: the attention core again (with flash, its fused kernel)
+    attention_only = attention_fwd + softmax_s / (x.hbm_bandwidth_gbs * 1e9)
+    selective = ops.where(op_level_recompute(x), op_level, attention_only)
     recompute = ops.where(x.recompute == 2, forward, ops.where(x.recompute == 1, selective, 0.0))
     return forward, backward, recompute
 
@@ -435,8 +475,30 @@ def _kernels_per_layer(x: Inputs, p: ModelParameters):
     forward = linears + attention + elementwise + tp_collectives + moe
     weight_grads = ops.where(x.method == 0, linears, 0.0)
     backward = forward + weight_grads + ops.where(x.flash_attention > 0, 1.0, 2.0)
-    recompute = ops.where(x.recompute == 2, forward, 0.0)
+    selective = ops.where(op_level_recompute(x), _op_level_kernels(x), attention)  # or the attention core again
+    recompute = ops.where(x.recompute == 2, forward, ops.where(x.recompute == 1, selective, 0.0))
     return forward, backward + recompute
+
+
+def _op_level_kernels(x: Inputs):
+    """Kernels op-level selective recompute launches again per layer: its GEMMs (k, o unless kept
+    as the reduce-scattered output, a gated MLP's up projection, each where it is a linear of its
+    own; see _op_level_recomputed_gemms),
+    the elementwise kernels up to the last kept output (both norms, rotary, the attention residual
+    add, the activation: all but the MLP's residual add) and TP's collective before them."""
+    keeps_o = (x.tp > 1) & (x.sequence_parallel_active > 0)
+    up = ops.where((x.mlp_matrices == 3) & (x.fused_gate_up == 0), 1.0 - x.n_moe_layers / x.n_layers, 0.0)
+    gemms = (1 - x.fused_qkv) + ops.where(keeps_o, 0.0, 1.0) + up
+    elementwise = 2 + 2 * x.rope + 1 + 1
+    return gemms + elementwise + _op_level_tp_collectives(x)
+
+
+def _op_level_tp_collectives(x: Inputs):
+    """TP collectives op-level selective recompute repeats per layer, in all-reduce units: under
+    sequence parallelism the all-gathers before the attention and MLP inputs (the policy keeps
+    reduce-scatter outputs, not all-gather ones; two all-gathers move one all-reduce's bytes), else
+    the all-reduce after the recomputed o."""
+    return ops.where(op_level_recompute(x) & (x.tp > 1), 1.0, 0.0)
 
 
 def _small_ops_per_layer(x: Inputs, p: ModelParameters):
@@ -454,8 +516,9 @@ def _small_ops_per_layer(x: Inputs, p: ModelParameters):
     # a quantized base's dequantization around each of the layer's linears, every use
     dequant = x.quantized * x.dequant_ops * x.linears_per_layer
     forward = extra + adapters + dequant
+    recompute = ops.where(x.recompute == 2, forward, ops.where(op_level_recompute(x), extra, 0.0))
     backward = (extra + x.adapted_linears * x.lora_backward_ops + dequant * (1 - x.dequant_saved_for_backward)
-                + ops.where(x.recompute == 2, forward, 0.0))
+                + recompute)
     return forward, backward
 
 
@@ -473,7 +536,7 @@ def _tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers, gemm):
     group = comm.GroupLinks(x.tp, 1.0, x, p)
     nbytes = tokens * x.hidden * x.activation_bytes
     per_allreduce = comm.allreduce_time_s(nbytes, group)
-    count = 4 + ops.where(x.recompute == 2, 2.0, 0.0)
+    count = 4 + ops.where(x.recompute == 2, 2.0, 0.0) + _op_level_tp_collectives(x)
     exposed = layers * count * per_allreduce
     if not ops.any(x.tp_comm_overlap > 0):
         return exposed
@@ -530,7 +593,12 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     backward = (ring(attention_bwd * (1 - qkv_share) * (1 - wgrad_share))
                 + ring(mlp_bwd * (1 - fc1_share) * (1 - wgrad_share))
                 + bulk(attention_bwd * qkv_share * wgrad_share) + bulk(mlp_bwd * fc1_share * wgrad_share))
-    return forward + backward + ops.where(x.recompute == 2, forward, 0.0)
+    # op-level selective recompute gathers the attention and MLP inputs again, beside the one
+    # GEMM each that it redoes there (k; a gated MLP's up projection)
+    redone_attention, redone_mlp = _op_level_recompute_s(x, gemm)
+    op_level = ring(redone_attention) + ring((1 - moe) * redone_mlp)
+    recompute = ops.where(x.recompute == 2, forward, ops.where(op_level_recompute(x), op_level, 0.0))
+    return forward + backward + recompute
 
 
 def _context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_bwd):

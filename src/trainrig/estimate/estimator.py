@@ -296,6 +296,7 @@ def _assumptions(job: Job) -> list[str]:
         said.append("a fused or per-tensor optimizer step (no temporaries beyond the states)")
     framework = job.framework
     said.extend(_projection_assumptions(job))
+    said.extend(_selective_recompute_assumptions(job))
     said.append(f"{framework.name} keeps a persistent gradient buffer" if framework.persistent_grad_buffer
                 else "gradients freed between steps (zero_grad(set_to_none=True))")
     said.extend(_overlap_assumptions(job, given))
@@ -321,6 +322,19 @@ def _projection_assumptions(job: Job) -> list[str]:
         parts.append("gate and up in one" if gate_up else "gate and up in 2")
     whose = f"{framework.name}'s model code" if framework.fused_qkv is not None else "fused, no framework model code"
     return [f"{', '.join(parts)} ({whose}; model.fused_qkv, model.fused_gate_up)"]
+
+
+def _selective_recompute_assumptions(job: Job) -> list[str]:
+    """What `recompute: selective` redoes, where flash attention leaves no scores to drop."""
+    t = job.training
+    if t.recompute != "selective" or not t.flash_attention:
+        return []
+    if job.framework.selective_recompute == "attention":
+        return [f"selective recompute redoes the attention kernel's forward ({job.framework.name}'s"
+                " core-attention checkpoint); everything else is kept"]
+    return [f"selective recompute as an op-level policy ({job.framework.name}; torchtitan's"
+            " selective_ac_option: op): every other matmul's output and the attention output kept,"
+            " the rest redone in the backward"]
 
 
 # How assumptions and warnings name the attention kernels and fp8 recipes.

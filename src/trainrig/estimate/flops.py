@@ -23,6 +23,7 @@ __all__ = [
     "logits_flops_per_token",
     "model_flops_per_token",
     "hardware_flops_per_token",
+    "op_level_recompute_flops_per_token",
 ]
 
 
@@ -65,15 +66,27 @@ def model_flops_per_token(x: Inputs):
     return gemm_factor * gemm + 3 * attention_flops_per_token(x)
 
 
+def op_level_recompute_flops_per_token(x: Inputs):
+    """Forward GEMM FLOPs per token that torchtitan's op-level selective recompute repeats (core.py
+    `_op_level_recomputed_gemms`): k and a gated dense MLP's up projection where each is a linear
+    of its own, and o (kept as its reduce-scattered output under sequence parallelism)."""
+    q_width = x.n_heads * x.head_dim
+    keeps_o = (x.tp > 1) & (x.sequence_parallel > 0)
+    k = ops.where(x.fused_qkv > 0, 0.0, x.kv_heads * x.head_dim)  # a fused qkv linear is kept
+    attention = 2 * x.hidden * (k + ops.where(keeps_o, 0.0, q_width))
+    up = ops.where((x.mlp_matrices == 3) & (x.fused_gate_up == 0), 2 * x.hidden * x.ffn_hidden, 0.0)
+    return x.n_layers * attention + (x.n_layers - x.n_moe_layers) * up
+
+
 def hardware_flops_per_token(x: Inputs):
     """Model FLOPs plus recomputation: full recompute repeats every layer's forward; selective
-    repeats the attention products (Korthikanti et al. 2022 §5, their HFU) — nothing with flash
-    attention, which never stores the scores selective recompute would otherwise drop."""
+    repeats the attention products (Korthikanti et al. 2022 §5, their HFU; Megatron-Core's
+    core-attention checkpoint with flash attention too) or, under an op-level policy, the GEMMs
+    that policy drops."""
     layers_forward = layer_gemm_flops_per_token(x) + attention_flops_per_token(x)
-    selective = (x.recompute == 1) & (x.flash_attention == 0)  # flash keeps no scores to redo
-    recompute = ops.where(
-        x.recompute == 2, layers_forward, ops.where(selective, attention_flops_per_token(x), 0.0)
-    )
+    op_level = (x.flash_attention > 0) & (x.selective_recompute_ops > 0)  # memory.op_level_recompute
+    selective = ops.where(op_level, op_level_recompute_flops_per_token(x), attention_flops_per_token(x))
+    recompute = ops.where(x.recompute == 2, layers_forward, ops.where(x.recompute == 1, selective, 0.0))
     return model_flops_per_token(x) + recompute
 
 

@@ -177,10 +177,10 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     kv_width_local, q_width_local = x.kv_width_local, x.q_width_local
     full = x.method == 0
     gated = x.mlp_matrices == 3
-    # With flash attention there are no scores for selective recompute to drop; it then redoes the
-    # cheap elementwise ops instead (torchtitan's op-level policy): the norm outputs (QKV and FC1
-    # inputs) and the MLP activation output are not kept.
-    op_level = (recompute == 1) & (x.flash_attention > 0)
+    # With flash attention there are no scores for selective recompute to drop; the op-level policy
+    # redoes the cheap elementwise ops instead: the norm outputs (QKV and FC1 inputs) and the MLP
+    # activation output are not kept.
+    op_level = op_level_recompute(x, recompute)
     # a linear's input is kept when its weight trains, its adapter reads it, or a quantized
     # linear's backward keeps it anyway
     keeps_input = full | ((x.quantized > 0) & (x.quantized_linear_saves_input > 0))
@@ -205,6 +205,7 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     scores = (1 - x.flash_attention) * (e + x.dropout * (1 + e)) * x.n_heads / x.tp * keys
     scores = ops.where(recompute >= 1, 0.0, scores)  # selective recompute drops exactly these
     lse = x.flash_attention * 4 * x.n_heads / x.tp  # fp32 log-sum-exp per query and head
+    lse = ops.where((recompute == 1) & (x.selective_recompute_ops == 0), 0.0, lse)  # redone with the kernel
     # MLP: the activation's input(s) are always saved (gate and up for SwiGLU, fc1's output
     # otherwise); the down projection's input only for its weight or adapter. Fused kernels
     # recompute SwiGLU's product; eager ones keep silu(gate) as well.
@@ -229,13 +230,26 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     # two-matrix MLP: q, v, fc1), the flash-attention kernel's output and log-sum-exp, and TP's
     # reduce-scatter outputs (after o and down, sequence-sharded). Float8Linear's matmuls still reach
     # the policy as aten.mm on fp8 tensor subclasses (torchao float8_linear.py), whose outputs are 16-bit.
-    down_output = ops.where(gated, x.hidden, 0.0)
-    dense_op_mlp = e * (x.ffn_hidden / x.tp + down_output)
+    # One linear for q, k and v is the first matmul, kept whole, and o the second; one for gate and
+    # up is kept whole, and the down projection after it comes at an even count (q k v o w1w3 w2, or
+    # qkv o w1w3 w2), so it is redone: its output is kept only when gate and up are apart.
+    kept_projections = ops.where(x.fused_qkv > 0, q_width_local + 2 * kv_width_local, q_width_local + kv_width_local)
+    down_output = ops.where(gated & (x.fused_gate_up == 0), x.hidden, 0.0)
+    first_mlp = ops.where(gated & (x.fused_gate_up > 0), 2.0, 1.0) * x.ffn_hidden / x.tp
+    dense_op_mlp = e * (first_mlp + down_output)
     reduce_scattered = ops.where((x.tp > 1) & (x.sequence_parallel_active > 0), 2 * e * x.hidden / x.tp, 0.0)
-    op_set = (e * x.hidden / rep + e * (2 * q_width_local + kv_width_local) + lse + reduce_scattered
+    op_set = (e * x.hidden / rep + e * (kept_projections + q_width_local) + lse + reduce_scattered
               + (1 - moe_fraction) * dense_op_mlp + moe_fraction * moe_mlp)
     whole = ops.where(op_level & full, tokens * op_set, whole)
     return ops.where(recompute == 2, layer_input, whole), whole
+
+
+def op_level_recompute(x: Inputs, recompute=None):
+    """Whether selective recompute runs as an op-level policy (FrameworkSpec.selective_recompute
+    `ops`, torchtitan's): with flash attention there are no attention scores for Korthikanti's
+    selective recompute to drop, so the block keeps a set of op outputs and redoes the rest."""
+    recompute = x.recompute if recompute is None else recompute
+    return (recompute == 1) & (x.flash_attention > 0) & (x.selective_recompute_ops > 0)
 
 
 def in_flight_layers(x: Inputs):

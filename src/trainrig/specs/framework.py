@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -100,6 +100,15 @@ class FrameworkSpec(CatalogEntry):
     """Gradients per data-parallel reduction bucket under ZeRO-0/1/2 (elements): DeepSpeed's
     `reduce_bucket_size`, 5e8 by default. The bucket still filling when the backward ends is reduced
     after it, in full; 0 = PyTorch DDP's buckets of the model's `dp_bucket_mb`."""
+    selective_recompute: Literal["ops", "attention"] = "ops"
+    """What `recompute: selective` does where flash attention leaves no attention scores to drop.
+    `ops`: torchtitan's op-level policy (parallelize_llama.py `_custom_policy`, `selective_ac_option:
+    op`): each block keeps the outputs of every odd matmul (q, v, w1, w2), the attention kernel's and
+    TP's reduce-scatters', and redoes the rest in the backward (k, o, w3 and the elementwise ops).
+    `attention`: Megatron-Core's selective granularity (`recompute_modules: [core_attn]`), which
+    checkpoints only the core attention module (attention.py `_checkpointed_attention_forward`): the
+    fused kernel's forward runs again in the backward and its log-sum-exp is not kept; everything
+    else is kept as without recompute."""
     swiglu_saves_activation: bool = False
     """With fused kernels too, the gated MLP saves silu(gate) beside gate and up (torch.compile's
     default partitioning, as torchtune's compiled Llama 3.2 3B rows measure); false = a fused SwiGLU

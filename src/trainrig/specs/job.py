@@ -98,7 +98,10 @@ class TrainingSpec(FrozenSpec):
     zero: int = Field(default=0, ge=0, le=3)
     """ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights (FSDP full_shard)."""
     recompute: Literal["none", "selective", "full"] = "none"
-    """Activation recomputation: selective redoes attention internals, full redoes whole layers."""
+    """Activation recomputation: full redoes whole layers; selective redoes the attention core
+    (Korthikanti et al. 2022; Megatron and NeMo redo the fused attention kernel's forward), or, with
+    flash attention under other frameworks, runs torchtitan's op-level policy (every other matmul's
+    output kept, k, o and the up projection redone; frameworks catalog `selective_recompute`)."""
     sequence_parallel: bool = False
     """Megatron sequence parallelism: norms and dropout split over the TP group too."""
     tp_comm_overlap: bool = False
