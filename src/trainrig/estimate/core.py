@@ -261,7 +261,7 @@ def _zero3_fetch_s(x: Inputs, p: ModelParameters):
     per_pass = ops.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
     sharded = (x.zero >= 3) & (x.dp * x.cp > 1)
     gather = ops.where(sharded, gathered * x.zero3_gather_host_ops * p.eager_op_host_us * 1e-6, 0.0)
-    return per_pass + gather, per_pass * (1 + (x.recompute == 2)) + gather
+    return per_pass + gather, per_pass * (1 + x.full_recompute_share) + gather
 
 
 def _zero3_gradient_path_s(x: Inputs):
@@ -415,14 +415,15 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
     # checkpoint, with flash attention too), or, under an op-level policy, the elementwise ops and
     # GEMMs whose outputs it drops (see _op_level_recomputed_gemms and memory.py)
     if type(x.recompute) is not np.ndarray and x.recompute != 1:  # one policy, and not selective
-        return forward, backward, forward if x.recompute == 2 else 0.0
+        return forward, backward, forward * x.full_recompute_share if x.recompute == 2 else 0.0
     softmax_s = (1 - x.flash_attention) * tokens * 2 * x.activation_bytes * x.n_heads / x.tp * x.seq_len
     redone_attention, redone_mlp = _op_level_recompute_s(x, gemm)
     op_level = ops.total((elementwise_fwd, redone_attention, (1 - moe_fraction) * redone_mlp))
     # Megatron's core-attention checkpoint: the attention core again (with flash, its fused kernel)
     attention_only = attention_fwd + softmax_s / (x.hbm_bandwidth_gbs * 1e9)
     selective = ops.where(op_level_recompute(x), op_level, attention_only)
-    recompute = ops.where(x.recompute == 2, forward, ops.where(x.recompute == 1, selective, 0.0))
+    recompute = ops.where(x.recompute == 2, x.full_recompute_share * forward,
+                          ops.where(x.recompute == 1, selective, 0.0))
     return forward, backward, recompute
 
 
@@ -476,7 +477,8 @@ def _kernels_per_layer(x: Inputs, p: ModelParameters):
     weight_grads = ops.where(x.method == 0, linears, 0.0)
     backward = forward + weight_grads + ops.where(x.flash_attention > 0, 1.0, 2.0)
     selective = ops.where(op_level_recompute(x), _op_level_kernels(x), attention)  # or the attention core again
-    recompute = ops.where(x.recompute == 2, forward, ops.where(x.recompute == 1, selective, 0.0))
+    recompute = ops.where(x.recompute == 2, x.full_recompute_share * forward,
+                          ops.where(x.recompute == 1, selective, 0.0))
     return forward, backward + recompute
 
 
@@ -516,7 +518,8 @@ def _small_ops_per_layer(x: Inputs, p: ModelParameters):
     # a quantized base's dequantization around each of the layer's linears, every use
     dequant = x.quantized * x.dequant_ops * x.linears_per_layer
     forward = extra + adapters + dequant
-    recompute = ops.where(x.recompute == 2, forward, ops.where(op_level_recompute(x), extra, 0.0))
+    recompute = ops.where(x.recompute == 2, x.full_recompute_share * forward,
+                          ops.where(op_level_recompute(x), extra, 0.0))
     backward = (extra + x.adapted_linears * x.lora_backward_ops + dequant * (1 - x.dequant_saved_for_backward)
                 + recompute)
     return forward, backward
@@ -536,7 +539,7 @@ def _tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers, gemm):
     group = comm.GroupLinks(x.tp, 1.0, x, p)
     nbytes = tokens * x.hidden * x.activation_bytes
     per_allreduce = comm.allreduce_time_s(nbytes, group)
-    count = 4 + ops.where(x.recompute == 2, 2.0, 0.0) + _op_level_tp_collectives(x)
+    count = 4 + 2 * x.full_recompute_share + _op_level_tp_collectives(x)
     exposed = layers * count * per_allreduce
     if not ops.any(x.tp_comm_overlap > 0):
         return exposed
@@ -597,7 +600,8 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     # GEMM each that it redoes there (k; a gated MLP's up projection)
     redone_attention, redone_mlp = _op_level_recompute_s(x, gemm)
     op_level = ring(redone_attention) + ring((1 - moe) * redone_mlp)
-    recompute = ops.where(x.recompute == 2, forward, ops.where(op_level_recompute(x), op_level, 0.0))
+    recompute = ops.where(x.recompute == 2, x.full_recompute_share * forward,
+                          ops.where(op_level_recompute(x), op_level, 0.0))
     return forward + backward + recompute
 
 
@@ -616,14 +620,14 @@ def _context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_b
         return 0.0
     forward = _context_parallel_pass_s(x, p, tokens)
     backward = 2 * forward
-    recomputed = x.recompute == 2
+    recomputed = x.full_recompute_share
     ring = ops.maximum(forward - attention_fwd, 0.0) + ops.maximum(backward - attention_bwd, 0.0)
-    ring = ring + ops.where(recomputed, ops.maximum(forward - attention_fwd, 0.0), 0.0)
+    ring = ring + recomputed * ops.maximum(forward - attention_fwd, 0.0)
     exposed = ring
     if ops.any(x.cp_kind > 0):
         gather_fwd = ops.maximum(forward - attention_fwd / x.cp, 0.0)
         gathered = (gather_fwd + ops.maximum(backward - attention_bwd / x.cp, 0.0)
-                    + ops.where(recomputed, gather_fwd, 0.0))
+                    + recomputed * gather_fwd)
         ulysses = _ulysses_pass_s(x, p, tokens) * (2 + recomputed)
         exposed = ops.where(x.cp_kind == 1, gathered, ops.where(x.cp_kind == 2, ulysses, ring))
     return ops.where(x.cp > 1, layers * exposed, 0.0)
@@ -654,7 +658,7 @@ def _context_parallel_hidden_s(x: Inputs, p: ModelParameters, micro):
     if not ops.any(x.cp > 1):
         return 0.0
     tokens = x.micro_batch * x.seq_len / x.cp
-    passes = 3 + ops.where(x.recompute == 2, 1.0, 0.0)
+    passes = 3 + x.full_recompute_share
     total = x.layers_per_stage * passes * _context_parallel_pass_s(x, p, tokens)
     hidden = ops.where(x.cp_kind == 2, 0.0, ops.maximum(total - micro["cp_comm"], 0.0))
     return ops.where(x.cp > 1, hidden, 0.0)
@@ -667,7 +671,7 @@ def _expert_parallel_s(x: Inputs, p: ModelParameters, tokens):
         return 0.0
     group = comm.GroupLinks(x.ep, x.tp * x.cp, x, p)
     per_all_to_all = comm.all_to_all_time_s(tokens * x.top_k * x.hidden * x.activation_bytes, group)
-    count = 4 + ops.where(x.recompute == 2, 2.0, 0.0)
+    count = 4 + 2 * x.full_recompute_share
     return ops.where(x.ep > 1, x.moe_layers_per_stage * count * per_all_to_all, 0.0)
 
 

@@ -79,14 +79,16 @@ def op_level_recompute_flops_per_token(x: Inputs):
 
 
 def hardware_flops_per_token(x: Inputs):
-    """Model FLOPs plus recomputation: full recompute repeats every layer's forward; selective
+    """Model FLOPs plus recomputation: full recompute repeats every layer's forward (its share of
+    them with `recompute_num_layers`); selective
     repeats the attention products (Korthikanti et al. 2022 §5, their HFU; Megatron-Core's
     core-attention checkpoint with flash attention too) or, under an op-level policy, the GEMMs
     that policy drops."""
     layers_forward = layer_gemm_flops_per_token(x) + attention_flops_per_token(x)
     op_level = (x.flash_attention > 0) & (x.selective_recompute_ops > 0)  # memory.op_level_recompute
     selective = ops.where(op_level, op_level_recompute_flops_per_token(x), attention_flops_per_token(x))
-    recompute = ops.where(x.recompute == 2, layers_forward, ops.where(x.recompute == 1, selective, 0.0))
+    recompute = ops.where(x.recompute == 2, x.full_recompute_share * layers_forward,
+                          ops.where(x.recompute == 1, selective, 0.0))
     return model_flops_per_token(x) + recompute
 
 

@@ -112,6 +112,7 @@ class Inputs:
     pp_loss_slot: Any  # 1: the output layer and loss take one
     zero: Any
     recompute: Any
+    recompute_num_layers: Any  # layers per stage (chunk) full recompute redoes; inf = every one
     sequence_parallel: Any
     tp_comm_overlap: Any  # 1 = TP collectives chunked beside their GEMMs (see TrainingSpec)
     cp_kind: Any  # CP_KIND_CODE: 0 ring, 1 all-gather, 2 ulysses
@@ -243,6 +244,14 @@ class Inputs:
     def micro_batches(self):
         """Micro-batches per optimizer step on one pipeline (gradient accumulation steps)."""
         return self.global_batch / (self.micro_batch * self.dp)
+
+    @cached_property
+    def full_recompute_share(self):
+        """Share of the fullest stage's layers that full recompute redoes: recompute_num_layers per
+        model chunk (Megatron's block method) over the chunk's layers, at most all; 0 without full
+        recompute."""
+        share = ops.minimum(self.recompute_num_layers * self.vpp / ops.maximum(self.layers_per_stage, 1.0), 1.0)
+        return ops.where(self.recompute == 2, share, 0.0)
 
     @cached_property
     def layers_per_stage(self):
@@ -485,6 +494,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         pp_embedding_slot=float(t.account_for_embedding_in_pipeline_split),
         pp_loss_slot=float(t.account_for_loss_in_pipeline_split),
         zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
+        recompute_num_layers=float(t.recompute_num_layers or np.inf),
         sequence_parallel=float(t.sequence_parallel),
         tp_comm_overlap=float(t.tp_comm_overlap), cp_kind=CP_KIND_CODE[t.cp_kind],
         **_attention_fields(job),

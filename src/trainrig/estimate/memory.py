@@ -241,7 +241,10 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     op_set = (e * x.hidden / rep + e * (kept_projections + q_width_local) + lse + reduce_scattered
               + (1 - moe_fraction) * dense_op_mlp + moe_fraction * moe_mlp)
     whole = ops.where(op_level & full, tokens * op_set, whole)
-    return ops.where(recompute == 2, layer_input, whole), whole
+    # full recompute keeps only the layer input of the layers it redoes (recompute_num_layers: its
+    # share of the stage), the others keep their whole set
+    share = ops.where(recompute == 2, x.full_recompute_share if recompute_override is None else 1.0, 0.0)
+    return ops.where(recompute == 2, share * layer_input + (1 - share) * whole, whole), whole
 
 
 def op_level_recompute(x: Inputs, recompute=None):
@@ -386,7 +389,7 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     # for the input's gradient: a 16-bit copy of every layer whose activations are held
     dequantized = (x.dequant_saved_for_backward * 2.0 * _stage_linear_parameters(x)
                    / ops.maximum(x.layers_per_stage, 1.0))
-    saved = saved + ops.where(x.recompute == 2, 0.0, dequantized)
+    saved = saved + (1 - x.full_recompute_share) * dequantized
     in_flight = in_flight_layers(x)
     # offloaded activations: only the layers being moved stay on the GPU (one each way)
     stage_saved = ops.where(x.activation_offload > 0, ops.minimum(in_flight, 2.0) * saved, saved * in_flight)

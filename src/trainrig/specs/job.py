@@ -102,6 +102,12 @@ class TrainingSpec(FrozenSpec):
     (Korthikanti et al. 2022; Megatron and NeMo redo the fused attention kernel's forward), or, with
     flash attention under other frameworks, runs torchtitan's op-level policy (every other matmul's
     output kept, k, o and the up projection redone; frameworks catalog `selective_recompute`)."""
+    recompute_num_layers: int | None = Field(default=None, ge=1)
+    """With `recompute: full`, how many layers of each pipeline stage (of each model chunk with
+    vpp > 1, as Megatron counts) are recomputed; the stage's other layers keep all their activations
+    and are not redone. Megatron-Core and NeMo `recompute_method: block` with `recompute_num_layers`;
+    torchtitan's `selective_ac_option: k` (every k-th block) is n_layers / k. Unset = every layer.
+    Acts only under full recompute (a plan that tries other policies keeps it, inert there)."""
     sequence_parallel: bool = False
     """Megatron sequence parallelism: norms and dropout split over the TP group too."""
     tp_comm_overlap: bool = False
@@ -426,6 +432,7 @@ def _check_parallelism(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> N
         raise TrainrigError("training.cp", f"{t.cp} does not divide seq_len {t.seq_len}.")
     _check_experts(model, t)
     _check_overlap(model, t)
+    _check_recompute_layers(model, t)
     if hw.n_gpus > hw.gpus_per_node and hw.n_gpus % hw.gpus_per_node:
         raise TrainrigError(
             "hardware.n_gpus",
@@ -502,6 +509,12 @@ def _check_pipeline_split(model: ModelSpec, t: TrainingSpec) -> None:
     if names and slots % (t.pp * t.vpp):  # Megatron-Core TransformerConfig.__post_init__ refuses it too
         raise TrainrigError(f"training.{names[0]}", f"Megatron-Core needs the {slots} layer-slots (layers + ends)"
                                                    f" to be a multiple of pp·vpp = {t.pp * t.vpp}.")
+
+
+def _check_recompute_layers(model: ModelSpec, t: TrainingSpec) -> None:
+    if t.recompute_num_layers is not None and t.recompute_num_layers > model.n_layers:
+        raise TrainrigError("training.recompute_num_layers", f"{t.recompute_num_layers} is more than the model's"
+                                                            f" {model.n_layers} layers.")
 
 
 def _check_overlap(model: ModelSpec, t: TrainingSpec) -> None:

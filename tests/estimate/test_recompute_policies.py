@@ -1,6 +1,8 @@
-"""What `recompute: selective` redoes where flash attention leaves no scores to drop, counted from
-the frameworks' code: torchtitan's op-level policy (every odd matmul kept, the even ones the backward
-needs redone) and Megatron-Core's core-attention checkpoint (the attention kernel's forward again)."""
+"""What recomputation redoes and keeps, counted from the frameworks' code: `recompute: selective`
+where flash attention leaves no scores to drop (torchtitan's op-level policy: every odd matmul kept,
+the even ones the backward needs redone; Megatron-Core's core-attention checkpoint: the attention
+kernel's forward again), and full recompute of some layers only (`recompute_num_layers`, Megatron's
+block method)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,12 @@ import pytest
 
 from jobs import make_job
 from trainrig import estimate
+from trainrig.errors import TrainrigError
 from trainrig.estimate.compute import linear_time_s
 from trainrig.estimate.core import _kernels_per_layer
 from trainrig.estimate.flops import attention_flops_per_token, hardware_flops_per_token, model_flops_per_token
 from trainrig.estimate.inputs import inputs_from_job
+from trainrig.estimate.memory import activation_bytes_per_layer
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
 
 # a small Llama (GQA, gated MLP): q width 1024, k/v width 256, ffn 2816
@@ -95,3 +99,52 @@ def test_the_estimate_names_the_selective_policy(framework, words):
     said = estimate(job(framework=framework, recompute="selective"), advise_fit=False).assumptions
     assert any(words in line for line in said)
     assert not any("selective recompute" in line for line in estimate(job(framework=framework)).assumptions)
+
+
+# ---- recompute_num_layers: full recompute of some of a stage's layers ---------------------------
+
+
+def test_half_the_layers_recomputed_redo_half_the_forward_flops():
+    full = extra_flops_per_token(framework="megatron", recompute="full")
+    assert extra_flops_per_token(framework="megatron", recompute="full", recompute_num_layers=4) == \
+        pytest.approx(full / 2)
+    assert extra_flops_per_token(framework="megatron", recompute="full", recompute_num_layers=8) == \
+        pytest.approx(full)
+
+
+def test_half_the_layers_recomputed_take_half_the_recompute_time():
+    big = {"micro_batch": 8, "seq_len": 4096}
+    compute = {n: estimate(job(framework="megatron", recompute="full" if n else "none",
+                               **({"recompute_num_layers": n} if n else {}), **big),
+                           advise_fit=False).step_breakdown_s["compute"] for n in (0, 2, 8)}
+    assert compute[2] - compute[0] == pytest.approx((compute[8] - compute[0]) / 4, rel=1e-9)
+
+
+def test_layers_not_recomputed_keep_their_whole_activation_set():
+    x_none = inputs_from_job(job(framework="megatron"), P)
+    x_full = inputs_from_job(job(framework="megatron", recompute="full"), P)
+    x_part = inputs_from_job(job(framework="megatron", recompute="full", recompute_num_layers=2), P)
+    whole, layer_input = activation_bytes_per_layer(x_none)[0], activation_bytes_per_layer(x_full)[0]
+    assert layer_input == pytest.approx(1024 * 2 * 1024)  # a micro-batch's tokens · 16 bits · hidden
+    assert activation_bytes_per_layer(x_part)[0] == pytest.approx(2 / 8 * layer_input + 6 / 8 * whole)
+
+
+def test_recompute_num_layers_counts_per_model_chunk_under_interleaving():
+    # 8 layers on pp 2 × vpp 2: 2 layers per chunk, so 1 per chunk is half the stage's layers
+    x = inputs_from_job(job(n_gpus=2, framework="megatron", recompute="full", pp=2, vpp=2, recompute_num_layers=1), P)
+    assert float(x.full_recompute_share) == pytest.approx(0.5)
+
+
+def test_recompute_num_layers_is_inert_without_full_recompute():
+    for recompute in ("none", "selective"):
+        plain = estimate(job(framework="megatron", recompute=recompute), advise_fit=False)
+        with_layers = estimate(job(framework="megatron", recompute=recompute, recompute_num_layers=2),
+                               advise_fit=False)
+        assert with_layers.step_time_s == plain.step_time_s
+        assert with_layers.memory_per_gpu_gib == plain.memory_per_gpu_gib
+
+
+@pytest.mark.parametrize("layers", [9, 0])
+def test_recompute_num_layers_outside_the_model_is_refused(layers):
+    with pytest.raises((TrainrigError, ValueError), match="recompute_num_layers"):
+        job(framework="megatron", recompute="full", recompute_num_layers=layers)
