@@ -193,7 +193,7 @@ def test_plausible_ranges(gpus):
         assert 16 <= gpu.memory_gib <= 300, gpu.id
         assert 250 <= gpu.memory_bandwidth_gbs <= 10_000, gpu.id
         assert gpu.memory_bus_width_bits in (192, 256, 384, 512, 4096, 5120, 6144, 8192), gpu.id
-        assert 50 <= gpu.tdp_w <= 1200, gpu.id
+        assert 50 <= gpu.tdp_w <= 1400, gpu.id  # GB300: 1.4 kW
         assert 1000 <= gpu.boost_clock_mhz <= 3000, gpu.id
         assert 2017 <= gpu.year <= 2026, gpu.id
         if gpu.memory_type.startswith("HBM"):

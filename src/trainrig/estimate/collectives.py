@@ -32,9 +32,10 @@ class GroupLinks:
 
     def __init__(self, size, stride, x, p):
         self.size = size
-        per_node = ops.maximum(ops.floor(x.gpus_per_node / stride), 1.0)
-        # a group can never span more nodes than the job has (a strided group on one node)
-        self.nodes = ops.minimum(ops.ceil(size / ops.minimum(size, per_node)), x.n_nodes)
+        # "nodes" here are scale-up fabrics: a node, or the nodes of an NVL72 rack that NVLink joins
+        per_node = ops.maximum(ops.floor(x.fabric_gpus / stride), 1.0)
+        # a group can never span more fabrics than the job has (a strided group on one node)
+        self.nodes = ops.minimum(ops.ceil(size / ops.minimum(size, per_node)), x.n_fabrics)
         self.ranks_per_node = size / self.nodes
         # past the scale-up domain (bridged pairs), ring traffic crosses PCIe between domains
         self.intra_gbs = ops.where(self.ranks_per_node <= x.scale_up_domain, x.intra_bandwidth_gbs, x.pcie_peer_gbs)

@@ -191,7 +191,8 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
 # only in these share their GEMM times, which are then computed once (see distinct.py).
 GEMM_IGNORES = frozenset({
     "pp", "dp", "vpp", "pp_embedding_slot", "pp_loss_slot", "global_batch", "zero", "recompute",
-    "sequence_parallel", "tp_comm_overlap", "cp_kind", "gpus_per_node", "n_nodes",
+    "sequence_parallel", "tp_comm_overlap", "cp_kind", "gpus_per_node", "n_nodes", "fabric_gpus", "n_fabrics",
+    "recompute_num_layers",
     "memory_gib", "mfu_peak_tflops", "kernel_launch_us", "intra_bandwidth_gbs", "intra_latency_us",
     "scale_up_domain", "pcie_peer_gbs", "inter_node_bandwidth_gbs", "inter_latency_us", "pcie_bandwidth_gbs",
     "pcie_latency_us", "cpu_cores_per_node", "host_memory_bandwidth_gbs", "storage_read_gbs", "storage_write_gbs",
@@ -683,8 +684,8 @@ def _pipeline_comm_s(x: Inputs, p: ModelParameters):
         return 0.0
     tokens = x.micro_batch * x.seq_len / x.cp
     nbytes = tokens * x.hidden * x.activation_bytes / x.tp
-    across_nodes = x.tp * x.cp * x.dp >= x.gpus_per_node
-    send = comm.p2p_time_s(nbytes, across_nodes & (x.n_nodes > 1), x, p)
+    across_nodes = x.tp * x.cp * x.dp >= x.fabric_gpus  # a stage fills its scale-up fabric
+    send = comm.p2p_time_s(nbytes, across_nodes & (x.n_fabrics > 1), x, p)
     sends = 2 * x.vpp * x.micro_batches + 2 * (x.pp - 1)
     return ops.where(x.pp > 1, sends * send, 0.0)
 

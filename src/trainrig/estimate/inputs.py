@@ -204,6 +204,8 @@ class Inputs:
     pcie_latency_us: Any
     gpus_per_node: Any
     n_nodes: Any
+    fabric_gpus: Any  # GPUs one scale-up fabric joins: the node, or whole nodes of a rack (NVL72)
+    n_fabrics: Any  # scale-up fabrics the job spans: the nodes, or the racks
     # host
     cpu_cores_per_node: Any  # nan = unknown (not modelled)
     host_memory_bandwidth_gbs: Any  # per node; nan = unknown
@@ -598,13 +600,25 @@ def _link_fields(job: Job) -> dict[str, float]:
     if profile is not None and profile.inter_node_busbw_gbs and net:
         inter = profile.inter_node_busbw_gbs * hw.gpus_in_node
     domain = hw.gpu.scale_up_domain if hw.intra_node.id == hw.gpu.scale_up else None
+    fabric_gpus, n_fabrics = _scale_up_fabrics(hw, domain)
     return dict(
         intra_bandwidth_gbs=intra, intra_latency_us=hw.intra_node.latency_us,
-        scale_up_domain=float(domain or hw.gpus_in_node), pcie_peer_gbs=pcie,
+        scale_up_domain=float(min(domain, fabric_gpus) if domain else hw.gpus_in_node), pcie_peer_gbs=pcie,
+        fabric_gpus=float(fabric_gpus), n_fabrics=float(n_fabrics),
         inter_node_bandwidth_gbs=inter, inter_latency_us=net.link.latency_us if net else NAN,
         pcie_bandwidth_gbs=pcie / hw.gpus_per_pcie_switch, pcie_latency_us=hw.host_link.latency_us,
         gpus_per_node=hw.gpus_in_node, n_nodes=hw.n_nodes,
     )
+
+
+def _scale_up_fabrics(hw, domain: int | None) -> tuple[int, int]:
+    """(GPUs one scale-up fabric joins, fabrics the job spans). A domain larger than a node is a
+    fabric across nodes (GB200/GB300 NVL72: 18 trays of 4 GPUs behind NVLink switch trays): whole
+    nodes of it, at most the job's GPUs. Otherwise each node is its own fabric."""
+    if not domain or domain <= hw.gpus_per_node or hw.n_nodes == 1:
+        return hw.gpus_in_node, hw.n_nodes
+    nodes_per_fabric = domain // hw.gpus_per_node
+    return min(nodes_per_fabric * hw.gpus_per_node, hw.n_gpus), -(-hw.n_nodes // nodes_per_fabric)
 
 
 def _host_fields(job: Job, params: ModelParameters) -> dict[str, float]:

@@ -72,7 +72,9 @@ class GPU(CatalogEntry):
     """Scale-up link catalog id (`nvlink4`, `infinity-fabric-3`, `gaudi2-roce` …); null for PCIe-only cards."""
     scale_up_domain: int | None = Field(default=None, gt=0, le=MAX_GPUS)
     """GPUs one scale-up fabric joins (2 for NVLink-bridged pairs, 4 for an MI100 hive); null = the
-    whole node (NVSwitch/HGX baseboards). Larger groups fall back to PCIe between the domains."""
+    whole node (NVSwitch/HGX baseboards). Larger groups fall back to PCIe between the domains. More
+    than a node holds: the fabric joins whole nodes (GB200/GB300 NVL72: 72 GPUs, 18 trays of 4,
+    through NVLink switch trays), and groups inside it stay on the scale-up link."""
     scale_up_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Scale-up bandwidth per GPU, total of both directions, in GB/s as vendors quote it."""
     year: int = Field(ge=2015, le=2030)
