@@ -143,6 +143,8 @@ def test_precision_ordering(gpus):
         p = gpu.peak_tflops
         if p.fp8 is not None and p.bf16 is not None:
             assert p.fp8 >= p.bf16, gpu.id
+        if p.fp4 is not None:
+            assert p.fp8 is not None and p.fp4 >= p.fp8, gpu.id
         if p.tf32 is not None and p.bf16 is not None:
             assert p.tf32 <= p.bf16, gpu.id
         if p.fp32 is not None and p.bf16 is not None:

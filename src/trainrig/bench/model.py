@@ -62,6 +62,9 @@ def check_buildable(spec: ModelSpec, training: TrainingSpec) -> None:
 
 
 def _check_training(training: TrainingSpec) -> None:
+    if training.precision == "fp4":
+        raise TrainrigError("training.precision", "NVFP4 linears are not available in bench yet; bench it as fp8"
+                                                  " or bf16.")
     if training.precision == "fp8" and training.method != "full":
         raise TrainrigError("training.precision", "fp8 with LoRA is not available in bench yet; bench it as bf16.")
     quantization = training.base_quantization

@@ -306,9 +306,13 @@ def _assumptions(job: Job) -> list[str]:
     # of sustained full-power GEMMs is inside sustained_matmul_fraction (params.py), not a per-job derate
     said.append(f"{gpu.id} at its default power limit ({gpu.tdp_w:g} W) and clocks: datasheet peaks, the clock drop"
                 " under sustained load in sustained_matmul_fraction; a lower power cap is not modelled")
-    if t.precision == "fp8":
-        said.append("MFU against the fp8 dense peak (sources that quote fp8 runs against bf16's peak"
-                    " give a multiple of this)")
+    if t.precision == "fp4":
+        said.append("NVFP4 on the linear layers (E4M3 scale per 16 elements, fp32 per tensor, Transformer"
+                    " Engine's NVFP4BlockScaling), attention and output head in bf16; fp4 GEMMs at fp8's"
+                    " efficiency relative to bf16 (fp8_matmul_ratio: no fp4 GEMM measurement)")
+    if t.precision in ("fp8", "fp4"):
+        said.append(f"MFU against the {t.precision} dense peak (sources that quote {t.precision} runs against"
+                    " bf16's peak give a multiple of this)")
     return said
 
 

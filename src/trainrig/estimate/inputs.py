@@ -65,6 +65,15 @@ QUANTIZED_WEIGHT_BYTES = {"nf4": 0.5 + 4 / 64, "nf4-double": 0.5 + (1 + 4 / 256)
 # their row-wise and column-wise copies carry different scales, so both are quantized from the
 # 16-bit input: read 2, write 1 + 1, + scales (4 bytes per 128, 1 per 32: ≈ 0.03).
 FP8_CAST_BYTES = {"delayed": 3.0, "tensorwise": 5.0, "blockwise": 4.0 + 4 / 128, "mxfp8": 4.0 + 2 / 32}
+# NVFP4 (precision fp4; NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv:2509.25149, and
+# Transformer Engine NVFP4BlockScaling): the fp32 per-tensor scale needs the tensor's amax first (+2),
+# then the row-wise and column-wise copies (the latter Hadamard-rotated for the weight gradient, in
+# the same kernel) are quantized from the 16-bit input: read 2, write 0.5 + 0.5, and a 1-byte E4M3
+# scale per 16 elements for each.
+NVFP4_CAST_BYTES = 2.0 + 2.0 + 0.5 + 0.5 + 2 / 16
+# Precisions whose linear layers run in a low-precision format while attention, the output head and
+# the saved activations stay 16-bit (recipes: FP8_CAST_BYTES, NVFP4_CAST_BYTES).
+LOW_PRECISION_LINEARS = ("fp8", "fp4")
 NAN = float("nan")
 
 
@@ -120,7 +129,7 @@ class Inputs:
     flash_attention_version: Any  # 1 or 2 (see TrainingSpec)
     attention_fwd_speed: Any  # fused kernel's forward rate relative to FlashAttention-2's (GPU.attention_kernel_speed)
     attention_bwd_speed: Any  # … and its backward's
-    fp8_cast_bytes: Any  # HBM bytes per element of casting a GEMM input to fp8 (FP8_CAST_BYTES; 0 off fp8)
+    fp8_cast_bytes: Any  # HBM bytes per element of casting a GEMM input to fp8/fp4 (FP8_CAST_BYTES; 0 in 16 bits)
     fused_kernels: Any  # 1 = fused elementwise kernels, 0 = eager (see TrainingSpec)
     dropout: Any
     activation_bytes: Any  # bytes per activation element (2 for 16-bit, 4 for fp32)
@@ -471,7 +480,12 @@ def _attention_fields(job: Job) -> dict[str, float]:
     return dict(flash_attention=float(kernel != "eager"),
                 flash_attention_version=1.0 if kernel == "fa1" else 2.0,
                 attention_fwd_speed=forward, attention_bwd_speed=backward,
-                fp8_cast_bytes=FP8_CAST_BYTES.get(resolve_fp8_recipe(t), 0.0))
+                fp8_cast_bytes=_cast_bytes(t))
+
+
+def _cast_bytes(t) -> float:
+    """HBM bytes per element of casting a linear's 16-bit input to its low-precision format; 0 in 16 bits."""
+    return NVFP4_CAST_BYTES if t.precision == "fp4" else FP8_CAST_BYTES.get(resolve_fp8_recipe(t), 0.0)
 
 
 def _adapter_host_ops(fw) -> tuple[float, float]:
@@ -508,7 +522,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         grad_bytes=4 if (t.master_weights or not mixed) else 2,
         optimizer_bytes=optimizer_state_bytes(t),
         optimizer_rw_bytes=optimizer_step_bytes(t),
-        fp8=float(t.precision == "fp8"), method=METHOD_CODE[t.method], lora_rank=t.lora_rank,
+        fp8=float(t.precision in LOW_PRECISION_LINEARS), method=METHOD_CODE[t.method], lora_rank=t.lora_rank,
         frozen_weight_bytes=QUANTIZED_WEIGHT_BYTES.get(quantization, 2 if mixed else 4),
         quantized=float(quantization != "none"),
         dequant_bytes_per_weight=DEQUANT_BYTES_PER_WEIGHT.get(quantization, 0.0)
@@ -551,9 +565,10 @@ def _gpu_fields(job: Job, params: ModelParameters) -> dict[str, float]:
     gpu, t, profile = job.hardware.gpu, job.training, job.hardware.profile
     gemm_precision = t.precision
     peak = gpu.peak(gemm_precision)
-    attention_peak = gpu.peak("bf16" if t.precision == "fp8" else t.precision)
+    low = t.precision in LOW_PRECISION_LINEARS
+    attention_peak = gpu.peak("bf16" if low else t.precision)
     efficiency = (gpu.matmul_efficiency or params.default_matmul_efficiency) * params.sustained_matmul_fraction
-    if t.precision == "fp8":
+    if low:  # fp4 GEMMs have no published MAMF: they take fp8's ratio to bf16 (named in the assumptions)
         efficiency *= params.fp8_matmul_ratio
     if t.precision == "fp32":
         # vector FP32 units have no tensor-core feed limit; cuBLAS SGEMM reaches ~90% of peak
@@ -564,14 +579,14 @@ def _gpu_fields(job: Job, params: ModelParameters) -> dict[str, float]:
     # output_layer is a plain ColumnParallelLinear outside Transformer Engine's fp8_autocast, and
     # torchtitan's float8 converter skips `output` (its filter_fqns)
     head_peak, head_efficiency = peak, efficiency
-    if t.precision == "fp8":
+    if low:
         head_peak, head_efficiency = attention_peak, efficiency / params.fp8_matmul_ratio
     if profile is not None:
         measured = profile.gemm_tflops.get(gemm_precision)
         if measured:
             peak, efficiency = measured, params.sustained_matmul_fraction
-            attention_peak = profile.gemm_tflops.get("bf16", attention_peak) if t.precision == "fp8" else measured
-            head_peak, head_efficiency = (attention_peak, efficiency) if t.precision == "fp8" else (peak, efficiency)
+            attention_peak = profile.gemm_tflops.get("bf16", attention_peak) if low else measured
+            head_peak, head_efficiency = (attention_peak, efficiency) if low else (peak, efficiency)
         hbm = profile.memory_bandwidth_gbs or hbm
     # MFU is a utilization: model FLOPs over the peak of the units the GEMMs run on, the fp8 rate
     # for fp8 (against bf16's, as torchtitan quotes fp8 runs, a fast fp8 run passes 100%)

@@ -11,7 +11,7 @@ from trainrig.specs.base import MAX_FIGURE, MAX_GPUS, CatalogEntry, FrozenSpec
 
 __all__ = ["GPU", "PeakTflops", "Precision", "MemoryType"]
 
-Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"]
+Precision = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4", "int8"]
 MemoryType = Literal["HBM2", "HBM2e", "HBM3", "HBM3e", "GDDR6", "GDDR6X", "GDDR7"]
 
 
@@ -33,6 +33,9 @@ class PeakTflops(FrozenSpec):
     """BF16 on the matrix units with FP32 accumulate, dense."""
     fp8: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """FP8 (E4M3/E5M2) on the matrix units, dense."""
+    fp4: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
+    """FP4 (NVFP4/MXFP4 E2M1 with block scales) on the matrix units, dense: Blackwell's fifth-generation
+    Tensor Cores."""
     int8: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """INT8 on the matrix units, dense, in TOPS."""
 

@@ -26,7 +26,7 @@ from trainrig.specs.profile import HardwareProfile
 __all__ = ["TrainingSpec", "NetworkSpec", "HardwareSpec", "Job", "TrainPrecision", "Framework", "LORA_MODULES",
            "resolve_attention_kernel", "resolve_fp8_recipe"]
 
-TrainPrecision = Literal["fp32", "fp16", "bf16", "fp8"]
+TrainPrecision = Literal["fp32", "fp16", "bf16", "fp8", "fp4"]
 Framework = Literal["custom", "megatron", "nemo", "torchtitan", "deepspeed", "hf-trainer", "torchtune",
                     "litgpt", "unsloth", "axolotl"]
 LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down")
@@ -72,7 +72,10 @@ class TrainingSpec(FrozenSpec):
     micro_batch: int = Field(default=1, gt=0, le=MAX_BATCH)
     """Sequences per forward/backward pass on one GPU."""
     precision: TrainPrecision = "bf16"
-    """Compute precision of the GEMMs; fp16/bf16/fp8 imply mixed precision with fp32 master weights."""
+    """Compute precision of the GEMMs; fp16/bf16/fp8/fp4 imply mixed precision with fp32 master weights.
+    fp4 is NVFP4 (Transformer Engine's NVFP4BlockScaling, Megatron-Bridge `nvfp4`; Blackwell only):
+    the linear layers' three GEMMs on E2M1 values with an E4M3 scale per 16 and an fp32 scale per
+    tensor; attention and the output head in bf16, as under fp8."""
     tp: int = Field(default=1, gt=0, le=MAX_GPUS)
     """Tensor-parallel degree (every degree at most ten million, the most GPUs a job may have)."""
     pp: int = Field(default=1, gt=0, le=MAX_GPUS)
@@ -440,7 +443,7 @@ def _check_parallelism(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> N
             f" use a multiple of {hw.gpus_per_node}.",
         )
     if hw.gpu.peak(t.precision) is None:
-        valid = [p for p in ("fp32", "fp16", "bf16", "fp8") if hw.gpu.peak(p) is not None]
+        valid = [p for p in ("fp32", "fp16", "bf16", "fp8", "fp4") if hw.gpu.peak(p) is not None]
         raise TrainrigError(
             "training.precision",
             f"{hw.gpu.id} has no {t.precision} support; valid: {', '.join(valid)}.",

@@ -86,7 +86,7 @@ class CompareBody(_Body):
     tokens: float = Field(description="Training tokens, e.g. 2e12.")
     seq_len: int | None = Field(None, description="Tokens per sequence (default 4096).")
     global_batch: int | str | None = Field(None, description="Sequences per step, or a range such as '512-2048'.")
-    precision: str | None = Field(None, description="fp32 | fp16 | bf16 | fp8 (default bf16).")
+    precision: str | None = Field(None, description="fp32 | fp16 | bf16 | fp8 | fp4 (default bf16).")
     method: str | None = Field(None, description="full | lora | qlora (default full).")
     deadline_days: float | None = Field(None, description="Finish within this many days.")
     budget_usd: float | None = Field(None, description="Spend at most this many US dollars.")

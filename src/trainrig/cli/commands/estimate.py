@@ -33,7 +33,7 @@ FLAG_HELP = {
     "inter_node": "Network between nodes (ib-ndr, eth-100g …).",
     "profile": "A `trainrig probe --save` profile to use instead of datasheets.",
     "seq_len": "Tokens per sequence.", "global_batch": "Sequences per optimizer step.",
-    "micro_batch": "Sequences per GPU per forward/backward.", "precision": "fp32 | fp16 | bf16 | fp8.",
+    "micro_batch": "Sequences per GPU per forward/backward.", "precision": "fp32 | fp16 | bf16 | fp8 | fp4.",
     "tp": "Tensor-parallel degree.", "pp": "Pipeline-parallel stages.", "cp": "Context-parallel degree.",
     "ep": "Expert-parallel degree.", "zero": "ZeRO stage 0–3 (FSDP full shard = 3).",
     "recompute": "none | selective | full.", "tokens": "Training tokens, for total time and cost.",

@@ -21,7 +21,7 @@ ModelOption = typer.Option(None, "--model", help="Model preset, config.json path
 TokensOption = typer.Option(None, "--tokens", help="Training tokens, e.g. 2e12.")
 SeqLenOption = typer.Option(None, "--seq-len", help="Tokens per sequence (default 4096).")
 BatchOption = typer.Option(None, "--global-batch", help="Sequences per step, or a range such as 512-2048.")
-PrecisionOption = typer.Option(None, "--precision", help="fp32 | fp16 | bf16 | fp8 (default bf16).")
+PrecisionOption = typer.Option(None, "--precision", help="fp32 | fp16 | bf16 | fp8 | fp4 (default bf16).")
 MethodOption = typer.Option(None, "--method", help="full | lora | qlora (default full).")
 DeadlineOption = typer.Option(None, "--deadline-days", help="Finish within this many days.")
 BudgetOption = typer.Option(None, "--budget-usd", help="Spend at most this many US dollars.")
