@@ -91,7 +91,7 @@ def test_a_16_bit_loss_saves_exactly_half_of_the_full_losses_bytes_per_logit():
 
 def test_a_16_bit_loss_streams_half_the_bytes_per_logit():
     from trainrig.estimate.core import _logits_times_s
-    gemm = {"logits": (0.0, 0.0)}  # the output projection alone, left out
+    gemm = {"logits": (0.0, 0.0, 0.0)}  # the output projection alone, left out
     upcast = inputs_from_job(job(loss="full"), P)
     native = inputs_from_job(job(loss="full", loss_upcast=False), P)
     fwd_u, bwd_u = _logits_times_s(upcast, 512, gemm)

@@ -52,7 +52,7 @@ def test_separate_projections_are_timed_as_their_own_gemms():
     q_fwd, q_bwd = linear_time_s(tokens, 1024, 1024, x, P)
     kv_fwd, kv_bwd = linear_time_s(tokens, 1024, 256, x, P)  # 2 kv heads × 128
     o_fwd, o_bwd = linear_time_s(tokens, 1024, 1024, x, P)
-    forward, backward = _gemm_times_s(x, P)["attention"]
+    forward, backward, _ = _gemm_times_s(x, P)["attention"]
     assert float(forward) == pytest.approx(float(q_fwd + 2 * kv_fwd + o_fwd), rel=1e-12)
     assert float(backward) == pytest.approx(float(q_bwd + 2 * kv_bwd + o_bwd), rel=1e-12)
     up_fwd, _ = linear_time_s(tokens, 1024, 2816, x, P)

@@ -96,7 +96,7 @@ def _evaluate(x: Inputs, p: ModelParameters, with_memory: bool) -> Outputs:
         "cp_comm": m * micro["cp_comm"],
         "ep_comm": m * micro["ep_comm"],
         "pp_comm": _pipeline_comm_s(x, p),
-        "pp_bubble": (x.pp - 1) / x.vpp * per_micro,
+        "pp_bubble": _pipeline_bubble_s(x, per_micro, micro["weight_grad"]),
     }
     parts["dp_comm"] = _data_parallel_exposed_s(x, p, micro)
     optimizer_s, offload_s = _optimizer_s(x, p)
@@ -172,6 +172,7 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     elapsed = compute + launch_overhead
     return {
         "compute": compute,
+        "weight_grad": arithmetic["weight_grad"],
         "launch_overhead": launch_overhead,
         # The windows data-parallel traffic can hide under: the micro-batch's elapsed compute, split
         # between the passes in proportion to their kernels (a fixed share, so a faster GPU or CPU
@@ -215,7 +216,21 @@ def _arithmetic_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     compute = x.end_stage_layers * layer + logits_fwd + logits_bwd
     if type(x.layers_per_stage) is np.ndarray or x.layers_per_stage != x.end_stage_layers:
         compute = ops.maximum(x.layers_per_stage * layer, compute)  # (same layers: the head only adds)
-    return {"compute": compute, "attention": gemm["attention_core"], "gemm": gemm}
+    # the weight-gradient GEMMs of the stage's layers: the W pass a zero-bubble schedule moves
+    weight_grad = x.layers_per_stage * _mlp_mixed(gemm["attention"][2], gemm["dense_mlp"][2], gemm["moe_mlp"][2],
+                                                  x.n_moe_layers / x.n_layers)
+    return {"compute": compute, "attention": gemm["attention_core"], "gemm": gemm, "weight_grad": weight_grad}
+
+
+def _pipeline_bubble_s(x: Inputs, per_micro, weight_grad):
+    """Idle time of the pipeline per step: (pp − 1)/vpp micro-batches under 1F1B and GPipe
+    (Narayanan et al. 2021 §2.2); under ZB-H1 the weight-gradient pass W of the tail's micro-batches
+    fills it, (pp − 1)·(F + B − W) instead of (pp − 1)·(F + B + W) (Qi et al. 2024 §2.1), i.e. two W
+    fewer per bubble micro-batch; with vpp > 1 per chunk alike."""
+    if not ops.any(x.pp > 1):
+        return 0.0
+    filled = ops.where(x.pp_schedule == 2, ops.maximum(per_micro - 2 * weight_grad, 0.0), per_micro)
+    return (x.pp - 1) / x.vpp * filled
 
 
 def host_issue_s(x: Inputs, p: ModelParameters):
@@ -335,12 +350,15 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[
         if type(linears) is tuple:  # (fused or not, as fused, as separate linears): rows differ in layout
             fused, *layouts = linears
             return tuple(ops.where(fused > 0, a, b) for a, b in zip(*map(passes, layouts), strict=True))
+        """(forward, backward, of which the weight gradients) of a list of linears."""
         forward = ops.total(t[f] for f, _, _ in linears)
         if type(trainable) is not np.ndarray:  # one answer for every row: add the weight gradients or not
-            return forward, ops.total(t[g] for _, d, w in linears for g in ((d, w) if trainable else (d,)))
-        return forward, ops.total(t[d] + ops.where(trainable, t[w], 0.0) for _, d, w in linears)
+            backward = ops.total(t[g] for _, d, w in linears for g in ((d, w) if trainable else (d,)))
+            return forward, backward, ops.total(t[w] for _, _, w in linears) if trainable else 0.0
+        backward = ops.total(t[d] + ops.where(trainable, t[w], 0.0) for _, d, w in linears)
+        return forward, backward, ops.total(ops.where(trainable, t[w], 0.0) for _, _, w in linears)
 
-    moe = (0.0, 0.0)
+    moe = (0.0, 0.0, 0.0)
     if any_moe:
         has_shared = x.n_shared_experts > 0
         blocks = zip(passes(experts), passes(shared), passes(router), strict=True)
@@ -451,7 +469,7 @@ def _logits_times_s(x: Inputs, tokens, gemm):
     """Output projection and vocab-parallel cross-entropy (read 16-bit logits, write fp32
     log-softmax, and back: ~12 bytes per vocabulary entry per token; half that when the loss runs in
     the 16-bit training precision, `loss_upcast: false`)."""
-    forward, backward = gemm["logits"]
+    forward, backward, _ = gemm["logits"]
     per_entry = 12 * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))  # 1 upcast, bytes/4 not
     loss = tokens * x.vocab / x.tp * per_entry / (x.hbm_bandwidth_gbs * 1e9)
     half = loss / 2
@@ -568,7 +586,7 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     A block's GEMM time is split between its two linears by their FLOPs (QKV against proj, FC1
     against FC2); a backward is half input gradient, half weight gradient (equal FLOPs)."""
     moe = x.n_moe_layers / x.n_layers
-    attention_fwd, attention_bwd = gemm["attention"]
+    attention_fwd, attention_bwd, _ = gemm["attention"]
     mlp_fwd, mlp_bwd = ((1 - moe) * gemm["dense_mlp"][i] + moe * gemm["moe_mlp"][i] for i in (0, 1))
     q = x.q_width_local
     kv = 2 * x.kv_width_local

@@ -298,6 +298,8 @@ def _assumptions(job: Job) -> list[str]:
     framework = job.framework
     said.extend(_projection_assumptions(job))
     said.extend(_selective_recompute_assumptions(job))
+    if t.pp > 1 and "pp_schedule" not in given:
+        said.append("1F1B pipeline schedule" + (", interleaved" if t.vpp > 1 else "") + " (pp_schedule: 1f1b)")
     said.append(f"{framework.name} keeps a persistent gradient buffer" if framework.persistent_grad_buffer
                 else "gradients freed between steps (zero_grad(set_to_none=True))")
     said.extend(_overlap_assumptions(job, given))

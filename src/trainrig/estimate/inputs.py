@@ -22,6 +22,7 @@ __all__ = ["Inputs", "inputs_from_job", "model_fields", "RECOMPUTE_CODE", "METHO
            "QUANTIZED_WEIGHT_BYTES", "CP_KIND_CODE"]
 
 RECOMPUTE_CODE = {"none": 0.0, "selective": 1.0, "full": 2.0}
+PP_SCHEDULE_CODE = {"1f1b": 0.0, "gpipe": 1.0, "zb-h1": 2.0}
 METHOD_CODE = {"full": 0.0, "lora": 1.0, "qlora": 2.0}
 OFFLOAD_CODE = {"none": 0.0, "optimizer": 1.0, "parameters": 2.0, "all": 3.0}
 LOSS_CODE = {"full": 0.0, "chunked": 1.0, "fused_linear": 2.0, "fused": 3.0}
@@ -119,6 +120,7 @@ class Inputs:
     vpp: Any
     pp_embedding_slot: Any  # 1: the embedding takes a layer-slot of the pipeline split (see TrainingSpec)
     pp_loss_slot: Any  # 1: the output layer and loss take one
+    pp_schedule: Any  # PP_SCHEDULE_CODE: 0 1F1B (interleaved with vpp > 1), 1 GPipe, 2 ZB-H1
     zero: Any
     recompute: Any
     recompute_num_layers: Any  # layers per stage (chunk) full recompute redoes; inf = every one
@@ -508,7 +510,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         seq_len=t.seq_len, micro_batch=t.micro_batch,
         global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, dp=t.dp_degree, vpp=t.vpp,
         pp_embedding_slot=float(t.account_for_embedding_in_pipeline_split),
-        pp_loss_slot=float(t.account_for_loss_in_pipeline_split),
+        pp_loss_slot=float(t.account_for_loss_in_pipeline_split), pp_schedule=PP_SCHEDULE_CODE[t.pp_schedule],
         zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
         recompute_num_layers=float(t.recompute_num_layers or np.inf),
         sequence_parallel=float(t.sequence_parallel),

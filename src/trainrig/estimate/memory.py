@@ -263,6 +263,8 @@ def in_flight_layers(x: Inputs):
     first = x.stage_slots - ops.where(x.pp > 1, x.pp_embedding_slot, 0.0)
     one_f_one_b = ops.maximum(first * ops.minimum(x.pp, x.micro_batches),
                              layers_per_stage * ops.minimum(x.pp - 1, x.micro_batches))
+    # GPipe runs every micro-batch's forward before the first backward: all of them in flight
+    one_f_one_b = ops.where(x.pp_schedule == 1, first * x.micro_batches, one_f_one_b)
     interleaved = x.stage_slots * x.pp * (1 + (x.pp - 1) / (x.pp * x.vpp))
     return ops.where(x.vpp > 1, ops.minimum(interleaved, layers_per_stage * x.micro_batches), one_f_one_b)
 

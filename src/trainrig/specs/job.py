@@ -89,6 +89,14 @@ class TrainingSpec(FrozenSpec):
     """Data-parallel degree; `auto` = n_gpus / (tp · pp · cp)."""
     vpp: int = Field(default=1, gt=0, le=MAX_GPUS)
     """Interleaved pipeline chunks per stage (virtual pipeline size)."""
+    pp_schedule: Literal["1f1b", "gpipe", "zb-h1"] = "1f1b"
+    """Pipeline schedule (pp > 1). `1f1b`: one forward, one backward (Narayanan et al. 2021;
+    interleaved with vpp > 1): a bubble of (pp − 1)/vpp micro-batches, at most pp micro-batches'
+    activations in flight. `gpipe`: every forward before any backward (Huang et al. 2019): the same
+    bubble, all micro-batches' activations in flight. `zb-h1`: zero-bubble's memory-efficient
+    schedule (Qi et al. 2024, ICLR, §2.1; torchtitan's zero-bubble schedules, sail-sg's Megatron):
+    the backward split into the input gradient (B) and the weight gradient (W), W filling the tail,
+    so the bubble is (pp − 1)·(F + B − W) instead of (pp − 1)·(F + B + W), at 1F1B's memory."""
     account_for_embedding_in_pipeline_split: bool = False
     """The embedding counts as one layer-slot of the pipeline split, so the first stage holds one
     transformer layer fewer (Megatron-Core TransformerConfig field of the same name)."""
@@ -504,6 +512,8 @@ def _check_pipeline_split(model: ModelSpec, t: TrainingSpec) -> None:
                                    " every pipeline chunk needs at least one layer.")
     if t.vpp > 1 and t.pp == 1:
         raise TrainrigError("training.vpp", "interleaving (vpp > 1) needs pipeline parallelism (pp > 1).")
+    if t.pp_schedule == "gpipe" and t.vpp > 1:
+        raise TrainrigError("training.pp_schedule", "GPipe runs one model chunk per stage; use vpp: 1 or 1f1b.")
     names = [n for n in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
              if getattr(t, n)]
     if names and t.pp == 1:

@@ -1,0 +1,55 @@
+"""training.pp_schedule: GPipe keeps every micro-batch in flight, ZB-H1 fills the bubble with the
+weight-gradient pass (Qi et al. 2024 §2.1: (p − 1)(F + B − W) against 1F1B's (p − 1)(F + B + W))."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs import make_job
+from trainrig import estimate
+from trainrig.errors import TrainrigError
+from trainrig.estimate.compute import linear_time_s
+from trainrig.estimate.inputs import inputs_from_job
+from trainrig.estimate.memory import in_flight_layers
+from trainrig.estimate.params import DEFAULT_PARAMETERS as P
+
+# a Llama block with its linears apart (torchtitan's code): q 4096, k/v 1024, o, gate/up/down 14336
+LLAMA = {"n_layers": 16, "hidden": 4096, "n_heads": 32, "n_kv_heads": 8, "ffn_hidden": 14336, "vocab": 32000}
+LINEARS = [(4096, 4096), (4096, 1024), (4096, 1024), (4096, 4096), (4096, 14336), (4096, 14336), (14336, 4096)]
+
+
+def job(**training):
+    return make_job(model=LLAMA, hardware={"gpu": "H100-SXM5-80GB", "n_gpus": 4, "gpus_per_node": 4},
+                    training={"seq_len": 4096, "global_batch": 16, "pp": 4, "framework": "torchtitan", **training})
+
+
+def bubble(**training):
+    return estimate(job(**training), advise_fit=False).step_breakdown_s["pp_bubble"]
+
+
+def test_zb_h1_takes_two_weight_gradient_passes_off_each_bubble_micro_batch():
+    x = inputs_from_job(job(pp_schedule="zb-h1"), P)
+    tokens = 4096  # one sequence per micro-batch
+    # each linear's weight-gradient GEMM: its backward with weight gradients less its backward without
+    per_layer = sum(float(linear_time_s(tokens, i, o, x, P)[1] - linear_time_s(tokens, i, o, x, P, False)[1])
+                    for i, o in LINEARS)
+    weight_grad = 4 * per_layer  # 16 layers on 4 stages
+    assert bubble() - bubble(pp_schedule="zb-h1") == pytest.approx(3 * 2 * weight_grad, rel=1e-9)
+
+
+def test_zb_h1_gains_nothing_where_no_weight_trains():
+    lora = {"method": "lora", "lora_rank": 16}
+    assert bubble(pp_schedule="zb-h1", **lora) == pytest.approx(bubble(**lora), rel=1e-12)
+
+
+def test_gpipe_keeps_every_micro_batch_in_flight_and_zb_h1_as_many_as_1f1b():
+    one_f_one_b, gpipe, zb = (float(in_flight_layers(inputs_from_job(job(pp_schedule=s), P)))
+                              for s in ("1f1b", "gpipe", "zb-h1"))
+    # 16 micro-batches of 4 layers on the first stage, against min(pp, m) = 4 of them
+    assert (one_f_one_b, gpipe, zb) == (4 * 4, 16 * 4, 4 * 4)
+    assert bubble(pp_schedule="gpipe") == pytest.approx(bubble(), rel=1e-12)
+
+
+def test_gpipe_is_refused_with_interleaving():
+    with pytest.raises(TrainrigError, match="GPipe"):
+        job(pp_schedule="gpipe", vpp=2)
