@@ -53,3 +53,10 @@ def test_gpipe_keeps_every_micro_batch_in_flight_and_zb_h1_as_many_as_1f1b():
 def test_gpipe_is_refused_with_interleaving():
     with pytest.raises(TrainrigError, match="GPipe"):
         job(pp_schedule="gpipe", vpp=2)
+
+
+def test_the_planner_does_not_interleave_a_gpipe_job():
+    from trainrig import load_model
+    from trainrig.plan.request import make_request
+    request = make_request(load_model("llama3-8b"), 1e11, 4096, 256, training={"pp_schedule": "gpipe"})
+    assert request.space.vpp == (1,) and request.training["pp_schedule"] == "gpipe"

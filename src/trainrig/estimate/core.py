@@ -275,7 +275,7 @@ def _zero3_fetch_s(x: Inputs, p: ModelParameters):
     gathered = x.layers_per_stage * (x.linears_per_layer + 2 * x.adapted_linears)
     modules = gathered + 2 * x.layers_per_stage  # and the 2 norms
     per_pass = ops.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
-    sharded = (x.zero >= 3) & (x.dp * x.cp > 1)
+    sharded = (x.zero >= 3) & (x.zero_shard > 1)
     gather = ops.where(sharded, gathered * x.zero3_gather_host_ops * p.eager_op_host_us * 1e-6, 0.0)
     return per_pass + gather, per_pass * (1 + x.full_recompute_share) + gather
 
@@ -290,7 +290,7 @@ def _zero3_gradient_path_s(x: Inputs):
         return 0.0  # no row runs such a path (every framework but DeepSpeed, every ZeRO stage below 3)
     trainable_dense, trainable_expert = trainable_parameter_counts(x)
     shard_passes = ops.maximum(x.zero3_grad_shard_passes - 1 / x.micro_batches, 0.0)
-    passes = x.zero3_grad_full_passes + shard_passes / (x.dp * x.cp)
+    passes = x.zero3_grad_full_passes + shard_passes / x.zero_shard
     nbytes = (trainable_dense + trainable_expert) * x.weight_bytes * passes
     on_gpu = ops.where(x.zero >= 3, nbytes / (x.hbm_bandwidth_gbs * 1e9), 0.0)
     return ops.where(x.optimizer_offloaded, 0.0, on_gpu)  # offloaded: the partitions are in host memory
@@ -744,16 +744,33 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     ZeRO-2: reduce-scatter after every micro-batch's backward, all-gather once per step.
     ZeRO-3/FSDP: per micro-batch, per layer: gather weights for forward and again for backward,
     reduce-scatter gradients (Rajbhandari et al. 2020 §5).
+    HSDP (`dp_shard`): ZeRO's collectives run inside the shard group, and every reduce-scatter is
+    followed by an all-reduce of the reduced shard across the group's replicas (PyTorch FSDP
+    HYBRID_SHARD; FSDP2 on a 2-D mesh).
     Gradient accumulation amortizes the once-per-step traffic over m micro-batches.
     """
     if not ops.any(x.dp * x.cp > 1):  # no row has a data-parallel group: nothing moves (see the last line)
         return 0.0
     dense, experts = local_parameter_counts(x)
     trainable_dense, trainable_expert = trainable_parameter_counts(x)
-    dense_group = comm.GroupLinks(x.dp * x.cp, x.tp, x, p)
+    # ZeRO's collectives run over the shard group (all of dp · cp, or the HSDP group); ZeRO-0's
+    # all-reduce over every data-parallel rank
+    group = ops.where(x.zero >= 1, x.zero_shard, x.dp * x.cp)
+    dense_group = comm.GroupLinks(group, x.tp, x, p)
     any_experts = bool(ops.any(experts > 0))
     if any_experts:  # a dense model has no expert group to build
-        expert_group = comm.GroupLinks(ops.maximum(x.dp * x.cp / x.ep, 1.0), x.tp * x.cp * x.ep, x, p)
+        expert_group = comm.GroupLinks(ops.maximum(group / x.ep, 1.0), x.tp * x.cp * x.ep, x, p)
+    hybrid = bool(ops.any((x.dp_replicas > 1) & (x.zero >= 1)))
+    if hybrid:  # HSDP: each reduced gradient shard is all-reduced across the group's replicas
+        replica_group = comm.GroupLinks(x.dp_replicas, x.tp * x.zero_shard, x, p)
+
+    def replicas_of(count_dense, count_expert, units):
+        """(all units, one unit) of the replicas' all-reduce of the reduced shards; 0 without HSDP."""
+        if not hybrid:
+            return 0.0, 0.0
+        shard_bytes = (count_dense + count_expert) / x.zero_shard / units * x.grad_bytes
+        one = ops.where((x.dp_replicas > 1) & (x.zero >= 1), comm.allreduce_time_s(shard_bytes, replica_group), 0.0)
+        return units * one, one
 
     def units_of(collective, count_dense, count_expert, element_bytes, units):
         """(all units, one unit): the traffic split into `units` collectives of equal size."""
@@ -787,6 +804,8 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     if used & {1, 2}:
         total, last = units_of(comm.reduce_scatter_time_s, trainable_dense, trainable_expert, x.grad_bytes,
                                grad_buckets)
+        replicated, replicated_last = replicas_of(trainable_dense, trainable_expert, grad_buckets)
+        total, last = total + replicated, last + replicated_last
         gather, _ = units_of(comm.all_gather_time_s, trainable_dense, trainable_expert, x.weight_bytes,
                              buckets(trainable_dense, trainable_expert, x.weight_bytes))
         zero1 = exposed(total, last, window_bwd) + gather
@@ -795,6 +814,7 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
         # 16-bit weights, or fp8 linears under fp8 all-gather (memory.gathered_bytes_per_weight)
         _, gather = units_of(comm.all_gather_time_s, dense, experts, gathered_bytes_per_weight(x), layers)
         _, reduce = units_of(comm.reduce_scatter_time_s, trainable_dense, trainable_expert, x.grad_bytes, layers)
+        reduce = reduce + replicas_of(trainable_dense, trainable_expert, layers)[1]
         # prefetch depth one: layer i+1's gather runs during layer i; the first has nothing to hide under
         forward = gather + (layers - 1) * ops.maximum(gather - window_fwd / layers, 0.0)
         # backward: layer i−1's gather and layer i's reduce-scatter during layer i's backward; the last
@@ -820,7 +840,7 @@ def _optimizer_s(x: Inputs, p: ModelParameters):
     master, m, v and 16-bit weights out) — or, with ZeRO-Offload, runs on the host (`_cpu_adam_s`),
     after the gradients go down and the weights come back over PCIe (Ren et al. 2021 §4)."""
     trainable = sum(trainable_parameter_counts(x))
-    shard = ops.where(x.zero >= 1, x.dp * x.cp, 1.0)
+    shard = ops.where(x.zero >= 1, x.zero_shard, 1.0)
     local = trainable / shard
     step_bytes = x.optimizer_rw_bytes + ops.where(x.zero >= 3, x.zero3_step_extra_bytes, 0.0)
     on_gpu = local * step_bytes / (x.hbm_bandwidth_gbs * 1e9)
@@ -853,7 +873,7 @@ def _offload_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     if not ops.any(x.parameters_offloaded | (x.activation_offload > 0)):
         return 0.0
     dense, experts = local_parameter_counts(x)
-    shard = ops.where(x.zero >= 3, x.dp * x.cp, 1.0)
+    shard = ops.where(x.zero >= 3, x.zero_shard, 1.0)
     link_gbs = ops.where(x.offload_nvme > 0, ops.fmin(x.pcie_bandwidth_gbs, x.storage_read_gbs), x.pcie_bandwidth_gbs)
     params_s = 2 * (dense + experts) * x.weight_bytes / shard / (link_gbs * 1e9)  # this GPU's shard, twice
     params_s = ops.where(x.parameters_offloaded, params_s, 0.0)
@@ -935,8 +955,8 @@ def _host_ram_gb(x: Inputs, p: ModelParameters):
     processes = x.gpus_per_node * per_gpu
     dense, experts = local_parameter_counts(x)
     trainable = sum(trainable_parameter_counts(x))
-    shard_states = ops.where(x.zero >= 1, x.dp * x.cp, 1.0)
-    shard_weights = ops.where(x.zero >= 3, x.dp * x.cp, 1.0)
+    shard_states = ops.where(x.zero >= 1, x.zero_shard, 1.0)
+    shard_weights = ops.where(x.zero >= 3, x.zero_shard, 1.0)
     states = ops.where(x.optimizer_offloaded, trainable / shard_states * x.optimizer_bytes, 0.0)
     weights = ops.where(x.parameters_offloaded, (dense + experts) / shard_weights * x.weight_bytes, 0.0)
     activations = 0.0

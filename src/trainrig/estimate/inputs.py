@@ -124,6 +124,7 @@ class Inputs:
     zero: Any
     recompute: Any
     recompute_num_layers: Any  # layers per stage (chunk) full recompute redoes; inf = every one
+    dp_shard: Any  # data-parallel ranks a ZeRO/FSDP shard group spans (HSDP); dp = all of them
     sequence_parallel: Any
     tp_comm_overlap: Any  # 1 = TP collectives chunked beside their GEMMs (see TrainingSpec)
     cp_kind: Any  # CP_KIND_CODE: 0 ring, 1 all-gather, 2 ulysses
@@ -257,6 +258,16 @@ class Inputs:
     def micro_batches(self):
         """Micro-batches per optimizer step on one pipeline (gradient accumulation steps)."""
         return self.global_batch / (self.micro_batch * self.dp)
+
+    @property
+    def zero_shard(self):
+        """Ranks one ZeRO/FSDP shard group spans: dp_shard · cp (all of dp · cp without HSDP)."""
+        return ops.minimum(self.dp_shard, self.dp) * self.cp
+
+    @property
+    def dp_replicas(self):
+        """Copies of each shard group under HSDP (1 without it), whose gradient shards are all-reduced."""
+        return self.dp * self.cp / self.zero_shard
 
     @cached_property
     def full_recompute_share(self):
@@ -512,7 +523,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         pp_embedding_slot=float(t.account_for_embedding_in_pipeline_split),
         pp_loss_slot=float(t.account_for_loss_in_pipeline_split), pp_schedule=PP_SCHEDULE_CODE[t.pp_schedule],
         zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
-        recompute_num_layers=float(t.recompute_num_layers or np.inf),
+        recompute_num_layers=float(t.recompute_num_layers or np.inf), dp_shard=float(t.dp_shard or t.dp_degree),
         sequence_parallel=float(t.sequence_parallel),
         tp_comm_overlap=float(t.tp_comm_overlap), cp_kind=CP_KIND_CODE[t.cp_kind],
         **_attention_fields(job),

@@ -310,8 +310,8 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     `reserved`, `device` (what nvidia-smi would show) and the parts at the peak."""
     dense, experts = local_parameter_counts(x)
     trainable_dense, trainable_expert = trainable_parameter_counts(x)
-    shard_dense = x.dp * x.cp
-    shard_expert = ops.maximum(x.dp * x.cp / x.ep, 1.0)
+    shard_dense = x.zero_shard  # dp · cp, or the HSDP shard group
+    shard_expert = ops.maximum(x.zero_shard / x.ep, 1.0)
     full = x.method == 0
 
     def sharded(count_dense, count_expert, on):

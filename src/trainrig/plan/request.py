@@ -6,6 +6,7 @@ and exit code 2 before any search starts.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
@@ -23,9 +24,10 @@ __all__ = ["PlanRequest", "OBJECTIVES", "LAYOUT_FIELDS", "parse_global_batch", "
 OBJECTIVES = ("cost", "time", "pareto")
 METHODS = ("full", "lora", "qlora")
 SECONDS_PER_DAY = 86400.0
-# Training fields the planner chooses; a job file's values for them are replaced, not used.
+# Training fields the planner chooses; a job file's values for them are replaced, not used
+# (`dp_shard` too: the planner shards over all of dp, HSDP is not searched).
 LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "dp", "vpp", "grad_accum", "micro_batch", "global_batch", "zero",
-                 "recompute", "sequence_parallel")
+                 "recompute", "sequence_parallel", "dp_shard")
 
 
 @dataclass(frozen=True)
@@ -84,13 +86,16 @@ def make_request(model: ModelSpec, tokens: float | None, seq_len: int, global_ba
                             f"must be a share of GPU memory from 0 to 0.5 (got {memory_headroom!r}).")
     _check_positive("top_k", top_k, "of plans to show", whole=True, high=MAX_BATCH)
     extra = _fixed_training(training or {}, seq_len, precision, method)
+    space = space or SearchSpace()
+    if extra.get("pp_schedule") == "gpipe":  # GPipe runs one chunk per stage: no interleaving to search
+        space = dataclasses.replace(space, vpp=(1,))
     return PlanRequest(
         model=model, tokens=float(tokens), seq_len=int(seq_len), global_batches=parse_global_batch(global_batch),
         precision=precision, method=method, training=extra,
         deadline_s=None if deadline_days is None else float(deadline_days) * SECONDS_PER_DAY,
         budget_usd=None if budget_usd is None else float(budget_usd), max_gpus=int(max_gpus),
         max_nodes=None if max_nodes is None else int(max_nodes), objective=objective, top_k=int(top_k),
-        priced_only=priced_only, space=space or SearchSpace(), memory_headroom=float(memory_headroom))
+        priced_only=priced_only, space=space, memory_headroom=float(memory_headroom))
 
 
 def parse_global_batch(value: int | Sequence[int] | str) -> tuple[int, ...]:

@@ -89,6 +89,12 @@ class TrainingSpec(FrozenSpec):
     """Data-parallel degree; `auto` = n_gpus / (tp · pp · cp)."""
     vpp: int = Field(default=1, gt=0, le=MAX_GPUS)
     """Interleaved pipeline chunks per stage (virtual pipeline size)."""
+    dp_shard: int | None = Field(default=None, ge=1, le=MAX_GPUS)
+    """Hybrid sharding (HSDP): the ZeRO/FSDP states are sharded over groups of dp_shard
+    data-parallel ranks (× cp) and replicated over dp / dp_shard such groups, whose gradient shards
+    are all-reduced after each reduce-scatter. PyTorch FSDP `HYBRID_SHARD` (a node per group), FSDP2's
+    2-D mesh (torchtitan `data_parallel_shard_degree` × `data_parallel_replicate_degree`),
+    Megatron-Core `num_distributed_optimizer_instances`. Must divide dp; unset = shard over all of dp."""
     pp_schedule: Literal["1f1b", "gpipe", "zb-h1"] = "1f1b"
     """Pipeline schedule (pp > 1). `1f1b`: one forward, one backward (Narayanan et al. 2021;
     interleaved with vpp > 1): a bubble of (pp − 1)/vpp micro-batches, at most pp micro-batches'
@@ -512,6 +518,9 @@ def _check_pipeline_split(model: ModelSpec, t: TrainingSpec) -> None:
                                    " every pipeline chunk needs at least one layer.")
     if t.vpp > 1 and t.pp == 1:
         raise TrainrigError("training.vpp", "interleaving (vpp > 1) needs pipeline parallelism (pp > 1).")
+    if t.dp_shard is not None and t.dp_degree % t.dp_shard:
+        raise TrainrigError("training.dp_shard", f"{t.dp_shard} does not divide dp = {t.dp_degree};"
+                                                 f" valid: {divisors_text(t.dp_degree)}.")
     if t.pp_schedule == "gpipe" and t.vpp > 1:
         raise TrainrigError("training.pp_schedule", "GPipe runs one model chunk per stage; use vpp: 1 or 1f1b.")
     names = [n for n in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
