@@ -148,3 +148,20 @@ def test_recompute_num_layers_is_inert_without_full_recompute():
 def test_recompute_num_layers_outside_the_model_is_refused(layers):
     with pytest.raises((TrainrigError, ValueError), match="recompute_num_layers"):
         job(framework="megatron", recompute="full", recompute_num_layers=layers)
+
+
+# ---- an early-stopping checkpoint (non-reentrant torch.utils.checkpoint) ------------------------
+
+
+def test_an_early_stopping_checkpoint_does_not_redo_the_down_projection():
+    reentrant = extra_flops_per_token(APART, framework="megatron", recompute="full")
+    early = extra_flops_per_token(APART, framework="torchtitan", recompute="full")
+    assert reentrant - early == pytest.approx(8 * 2 * 1024 * 2816)  # 8 layers' down projection, 2·h·ffn
+
+
+def test_an_early_stopping_checkpoint_launches_two_kernels_fewer_per_layer():
+    def recompute_kernels(framework):
+        full, none = (inputs_from_job(job(APART, framework=framework, recompute=r), P) for r in ("full", "none"))
+        return float(_kernels_per_layer(full, P)[1] - _kernels_per_layer(none, P)[1])
+    # the same layout, so the same forward: the down projection's GEMM and the residual add after it
+    assert recompute_kernels("megatron") - recompute_kernels("torchtitan") == 2

@@ -366,7 +366,8 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[
                     for routed, common, gate in blocks)
     return {"attention": passes(attention), "dense_mlp": passes(dense), "moe_mlp": moe, "logits": passes(logits),
             "attention_core": attention_time_s(tokens, x.n_heads / x.tp, x, p),
-            "op_recompute": (0.0, 0.0, 0.0) if redone is None else tuple(t[g] for g in redone)}
+            "op_recompute": (0.0, 0.0, 0.0) if redone is None else tuple(t[g] for g in redone),
+            "down_forward": t[_output_linear(dense)[0]]}
 
 
 def _op_level_recomputed_gemms(batch: GemmBatch, x: Inputs, tokens, attention):
@@ -381,7 +382,7 @@ def _op_level_recomputed_gemms(batch: GemmBatch, x: Inputs, tokens, attention):
     o the second; with gate and up in one, that linear is kept and the down projection, redone,
     is not needed by the backward. Returns the indices of k's, o's and w3's forward GEMMs, added
     whatever the policy and layout (see _op_level_recompute_s)."""
-    output = attention[-1] if type(attention) is list else attention[1][-1]  # o: the block's last linear
+    output = _output_linear(attention)  # o
     k = batch.add(tokens, x.kv_width_local, x.hidden)
     up = batch.add(tokens, x.ffn_hidden / x.tp, x.hidden)
     return k, output[0], up
@@ -397,6 +398,11 @@ def _op_level_recompute_s(x: Inputs, gemm: dict[str, Any]):
     active = op_level_recompute(x)
     attention = ops.where(active, ops.where(x.fused_qkv > 0, 0.0, k) + ops.where(keeps_o, 0.0, o), 0.0)
     return attention, ops.where(active & (x.mlp_matrices == 3) & (x.fused_gate_up == 0), up, 0.0)
+
+
+def _output_linear(block):
+    """A block's output linear (o; the MLP's down projection): the last of its linears, either layout."""
+    return block[-1] if type(block) is list else block[1][-1]
 
 
 def _projections(batch: GemmBatch, tokens, fan_in, whole_width, parts, fused, output):
@@ -433,16 +439,17 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
     # selective: redo the attention core (Korthikanti et al. 2022 §5; Megatron-Core's core-attention
     # checkpoint, with flash attention too), or, under an op-level policy, the elementwise ops and
     # GEMMs whose outputs it drops (see _op_level_recomputed_gemms and memory.py)
+    # full recompute under an early-stopping checkpoint skips the dense MLP's down projection
+    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * (1 - moe_fraction) * gemm["down_forward"])
     if type(x.recompute) is not np.ndarray and x.recompute != 1:  # one policy, and not selective
-        return forward, backward, forward * x.full_recompute_share if x.recompute == 2 else 0.0
+        return forward, backward, full if x.recompute == 2 else 0.0
     softmax_s = (1 - x.flash_attention) * tokens * 2 * x.activation_bytes * x.n_heads / x.tp * x.seq_len
     redone_attention, redone_mlp = _op_level_recompute_s(x, gemm)
     op_level = ops.total((elementwise_fwd, redone_attention, (1 - moe_fraction) * redone_mlp))
     # Megatron's core-attention checkpoint: the attention core again (with flash, its fused kernel)
     attention_only = attention_fwd + softmax_s / (x.hbm_bandwidth_gbs * 1e9)
     selective = ops.where(op_level_recompute(x), op_level, attention_only)
-    recompute = ops.where(x.recompute == 2, x.full_recompute_share * forward,
-                          ops.where(x.recompute == 1, selective, 0.0))
+    recompute = ops.where(x.recompute == 2, full, ops.where(x.recompute == 1, selective, 0.0))
     return forward, backward, recompute
 
 
@@ -496,8 +503,9 @@ def _kernels_per_layer(x: Inputs, p: ModelParameters):
     weight_grads = ops.where(x.method == 0, linears, 0.0)
     backward = forward + weight_grads + ops.where(x.flash_attention > 0, 1.0, 2.0)
     selective = ops.where(op_level_recompute(x), _op_level_kernels(x), attention)  # or the attention core again
-    recompute = ops.where(x.recompute == 2, x.full_recompute_share * forward,
-                          ops.where(x.recompute == 1, selective, 0.0))
+    # an early-stopping checkpoint skips the dense MLP's down projection and the residual add after it
+    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * 2 * (1 - x.n_moe_layers / x.n_layers))
+    recompute = ops.where(x.recompute == 2, full, ops.where(x.recompute == 1, selective, 0.0))
     return forward, backward + recompute
 
 
@@ -558,7 +566,10 @@ def _tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers, gemm):
     group = comm.GroupLinks(x.tp, 1.0, x, p)
     nbytes = tokens * x.hidden * x.activation_bytes
     per_allreduce = comm.allreduce_time_s(nbytes, group)
-    count = 4 + 2 * x.full_recompute_share + _op_level_tp_collectives(x)
+    # full recompute repeats the forward's 2 (all-reduce units); an early-stopping checkpoint skips
+    # the one after the down projection (its reduce-scatter half under sequence parallelism)
+    skipped = x.checkpoint_early_stop * ops.where(x.sequence_parallel_active > 0, 0.5, 1.0)
+    count = 4 + x.full_recompute_share * (2 - skipped) + _op_level_tp_collectives(x)
     exposed = layers * count * per_allreduce
     if not ops.any(x.tp_comm_overlap > 0):
         return exposed
@@ -610,8 +621,9 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     def bulk(gemm_s):
         return ops.maximum(gather - gemm_s, 0.0) + sm_share * ops.minimum(gather, gemm_s)
 
+    after_down = pipelined(mlp_fwd * (1 - fc1_share))  # the reduce-scatter after FC2
     forward = (ring(attention_fwd * qkv_share) + pipelined(attention_fwd * (1 - qkv_share))
-               + ring(mlp_fwd * fc1_share) + pipelined(mlp_fwd * (1 - fc1_share)))
+               + ring(mlp_fwd * fc1_share) + after_down)
     backward = (ring(attention_bwd * (1 - qkv_share) * (1 - wgrad_share))
                 + ring(mlp_bwd * (1 - fc1_share) * (1 - wgrad_share))
                 + bulk(attention_bwd * qkv_share * wgrad_share) + bulk(mlp_bwd * fc1_share * wgrad_share))
@@ -619,8 +631,8 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     # GEMM each that it redoes there (k; a gated MLP's up projection)
     redone_attention, redone_mlp = _op_level_recompute_s(x, gemm)
     op_level = ring(redone_attention) + ring((1 - moe) * redone_mlp)
-    recompute = ops.where(x.recompute == 2, x.full_recompute_share * forward,
-                          ops.where(op_level_recompute(x), op_level, 0.0))
+    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * after_down)  # early stop: no FC2 again
+    recompute = ops.where(x.recompute == 2, full, ops.where(op_level_recompute(x), op_level, 0.0))
     return forward + backward + recompute
 
 

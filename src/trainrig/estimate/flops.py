@@ -87,7 +87,9 @@ def hardware_flops_per_token(x: Inputs):
     layers_forward = layer_gemm_flops_per_token(x) + attention_flops_per_token(x)
     op_level = (x.flash_attention > 0) & (x.selective_recompute_ops > 0)  # memory.op_level_recompute
     selective = ops.where(op_level, op_level_recompute_flops_per_token(x), attention_flops_per_token(x))
-    recompute = ops.where(x.recompute == 2, x.full_recompute_share * layers_forward,
+    # an early-stopping checkpoint does not redo the dense MLP's down projection
+    down = (x.n_layers - x.n_moe_layers) * 2 * x.hidden * x.ffn_hidden * x.checkpoint_early_stop
+    recompute = ops.where(x.recompute == 2, x.full_recompute_share * (layers_forward - down),
                           ops.where(x.recompute == 1, selective, 0.0))
     return model_flops_per_token(x) + recompute
 

@@ -180,6 +180,7 @@ class Inputs:
     eager_norm_upcast: Any
     swiglu_saves_activation: Any
     selective_recompute_ops: Any  # 1 = selective recompute with flash attention is op-level; 0 = attention only
+    checkpoint_early_stop: Any  # 1 = full recompute skips the block's last matmul (non-reentrant early stop)
     zero3_module_fetch_us: Any
     zero3_gather_host_ops: Any  # host ops per gathered parameter and gather when sharded over > 1 rank
     zero3_grad_full_passes: Any  # ZeRO-3 HBM passes over the whole 16-bit gradient per micro-batch
@@ -559,6 +560,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         fused_qkv_view_saved=float(fw.fused_qkv_view_saved), eager_norm_upcast=float(fw.eager_norm_upcast),
         swiglu_saves_activation=float(fw.swiglu_saves_activation), zero3_module_fetch_us=fw.zero3_module_fetch_us,
         selective_recompute_ops=float(fw.selective_recompute == "ops"),
+        checkpoint_early_stop=float(fw.checkpoint_early_stop),
         zero3_gather_host_ops=fw.zero3_gather_host_ops,
         zero3_grad_full_passes=fw.zero3_grad_full_passes, zero3_grad_shard_passes=fw.zero3_grad_shard_passes,
         zero3_step_extra_bytes=fw.zero3_step_extra_bytes,

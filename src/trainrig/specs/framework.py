@@ -109,6 +109,12 @@ class FrameworkSpec(CatalogEntry):
     checkpoints only the core attention module (attention.py `_checkpointed_attention_forward`): the
     fused kernel's forward runs again in the backward and its log-sum-exp is not kept; everything
     else is kept as without recompute."""
+    checkpoint_early_stop: bool = False
+    """Full recompute stops once the backward's saved tensors are rebuilt: PyTorch's non-reentrant
+    `torch.utils.checkpoint` (and `checkpoint_wrapper` with NO_REENTRANT) stops recomputation early by
+    default (`set_checkpoint_early_stop`), so a block's last matmul, the MLP's down projection whose
+    output nothing in the backward reads, is not redone. false = reentrant checkpoints (Megatron's
+    `tensor_parallel.checkpoint`, Hugging Face's default `use_reentrant=True`) rerun the whole forward."""
     swiglu_saves_activation: bool = False
     """With fused kernels too, the gated MLP saves silu(gate) beside gate and up (torch.compile's
     default partitioning, as torchtune's compiled Llama 3.2 3B rows measure); false = a fused SwiGLU
