@@ -165,3 +165,14 @@ def test_an_early_stopping_checkpoint_launches_two_kernels_fewer_per_layer():
         return float(_kernels_per_layer(full, P)[1] - _kernels_per_layer(none, P)[1])
     # the same layout, so the same forward: the down projection's GEMM and the residual add after it
     assert recompute_kernels("megatron") - recompute_kernels("torchtitan") == 2
+
+
+def test_a_job_that_recomputes_some_layers_is_told_to_recompute_them_all():
+    from trainrig import load_job
+    job_file = {"model": "llama3-8b", "hardware": {"gpu": "A100-SXM4-80GB", "n_gpus": 1},
+                "training": {"seq_len": 8192, "global_batch": 2, "micro_batch": 2, "recompute": "full",
+                             "recompute_num_layers": 4, "method": "lora", "lora_rank": 16}}
+    result = estimate(load_job(job_file))
+    assert not result.fits
+    fixes = [fix for fix in result.fit_fixes if "recompute_num_layers=null" in fix["what_if"]]
+    assert fixes and all(fix["memory_per_gpu_gib"] < result.memory_per_gpu_gib for fix in fixes)

@@ -120,6 +120,8 @@ def _candidates(job: Job) -> Iterator[tuple[str, dict]]:
         yield "recompute: selective", {"recompute": "selective"}
     if t.recompute != "full":
         yield "recompute: full", {"recompute": "full"}
+    elif t.recompute_num_layers is not None:  # full recompute of some layers: of every layer
+        yield "recompute_num_layers: null", {"recompute_num_layers": None}
     if t.dp_degree * t.cp > 1:
         for stage in range(t.zero + 1, 4):
             yield f"zero: {stage}", {"zero": stage}
