@@ -347,10 +347,10 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[
     trainable = x.method == 0
 
     def passes(linears):
+        """(forward, backward, of which the weight gradients) of a list of linears."""
         if type(linears) is tuple:  # (fused or not, as fused, as separate linears): rows differ in layout
             fused, *layouts = linears
             return tuple(ops.where(fused > 0, a, b) for a, b in zip(*map(passes, layouts), strict=True))
-        """(forward, backward, of which the weight gradients) of a list of linears."""
         forward = ops.total(t[f] for f, _, _ in linears)
         if type(trainable) is not np.ndarray:  # one answer for every row: add the weight gradients or not
             backward = ops.total(t[g] for _, d, w in linears for g in ((d, w) if trainable else (d,)))
@@ -394,10 +394,9 @@ def _op_level_recompute_s(x: Inputs, gemm: dict[str, Any]):
     not in `_gemm_times_s`, whose rows are shared by configurations that differ in recompute and
     sequence parallelism (GEMM_IGNORES)."""
     k, o, up = gemm["op_recompute"]
-    keeps_o = (x.tp > 1) & (x.sequence_parallel_active > 0)
+    redo_k, redo_o, redo_up = x.op_level_redone_linears
     active = op_level_recompute(x)
-    attention = ops.where(active, ops.where(x.fused_qkv > 0, 0.0, k) + ops.where(keeps_o, 0.0, o), 0.0)
-    return attention, ops.where(active & (x.mlp_matrices == 3) & (x.fused_gate_up == 0), up, 0.0)
+    return ops.where(active, redo_k * k + redo_o * o, 0.0), ops.where(active, redo_up * up, 0.0)
 
 
 def _output_linear(block):
@@ -515,9 +514,8 @@ def _op_level_kernels(x: Inputs):
     own; see _op_level_recomputed_gemms),
     the elementwise kernels up to the last kept output (both norms, rotary, the attention residual
     add, the activation: all but the MLP's residual add) and TP's collective before them."""
-    keeps_o = (x.tp > 1) & (x.sequence_parallel_active > 0)
-    up = ops.where((x.mlp_matrices == 3) & (x.fused_gate_up == 0), 1.0 - x.n_moe_layers / x.n_layers, 0.0)
-    gemms = (1 - x.fused_qkv) + ops.where(keeps_o, 0.0, 1.0) + up
+    redo_k, redo_o, redo_up = x.op_level_redone_linears
+    gemms = redo_k + redo_o + redo_up * (1.0 - x.n_moe_layers / x.n_layers)
     elementwise = 2 + 2 * x.rope + 1 + 1
     return gemms + elementwise + _op_level_tp_collectives(x)
 

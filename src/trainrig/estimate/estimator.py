@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from trainrig.estimate.core import MEMORY_PARTS, STEP_PARTS, Outputs, evaluate
-from trainrig.estimate.inputs import Inputs, inputs_from_job
+from trainrig.estimate.inputs import Inputs, inputs_from_job, scale_up_domain
 from trainrig.estimate.memory import GIB, PEAK_PHASES
 from trainrig.estimate.params import DEFAULT_PARAMETERS, ModelParameters
 from trainrig.estimate.result import RESOURCES, Estimate
@@ -222,8 +222,7 @@ def _warnings(job: Job, row: dict[str, Any]) -> list[str]:
     if row["fits"] and used > 0.9:
         warnings.append(f"memory is {used:.0%} full: fragmentation may push it over; leave ~10% headroom")
     warnings.extend(_framework_warnings(job))
-    fabric = hw.gpu.scale_up_domain if hw.intra_node.id == hw.gpu.scale_up and hw.gpu.scale_up_domain else 0
-    if t.tp > max(hw.gpus_per_node, fabric):  # an NVL72 rack's NVLink spans its trays
+    if t.tp > max(hw.gpus_per_node, scale_up_domain(hw) or 0):  # an NVL72 rack's NVLink spans its trays
         warnings.append(f"tp={t.tp} spans nodes: every layer's all-reduces cross the network")
     if t.zero >= 2 and t.pp > 1:
         warnings.append("ZeRO-2/3 with pipeline parallelism is unsupported by DeepSpeed and Megatron")

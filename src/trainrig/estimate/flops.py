@@ -70,12 +70,9 @@ def op_level_recompute_flops_per_token(x: Inputs):
     """Forward GEMM FLOPs per token that torchtitan's op-level selective recompute repeats (core.py
     `_op_level_recomputed_gemms`): k and a gated dense MLP's up projection where each is a linear
     of its own, and o (kept as its reduce-scattered output under sequence parallelism)."""
-    q_width = x.n_heads * x.head_dim
-    keeps_o = (x.tp > 1) & (x.sequence_parallel > 0)
-    k = ops.where(x.fused_qkv > 0, 0.0, x.kv_heads * x.head_dim)  # a fused qkv linear is kept
-    attention = 2 * x.hidden * (k + ops.where(keeps_o, 0.0, q_width))
-    up = ops.where((x.mlp_matrices == 3) & (x.fused_gate_up == 0), 2 * x.hidden * x.ffn_hidden, 0.0)
-    return x.n_layers * attention + (x.n_layers - x.n_moe_layers) * up
+    redo_k, redo_o, redo_up = x.op_level_redone_linears
+    attention = 2 * x.hidden * (redo_k * x.kv_heads * x.head_dim + redo_o * x.n_heads * x.head_dim)
+    return x.n_layers * attention + (x.n_layers - x.n_moe_layers) * redo_up * 2 * x.hidden * x.ffn_hidden
 
 
 def hardware_flops_per_token(x: Inputs):

@@ -385,6 +385,17 @@ class Inputs:
         """Sequence parallelism only changes anything with tensor parallelism."""
         return self.sequence_parallel * (self.tp > 1)
 
+    @cached_property
+    def op_level_redone_linears(self):
+        """(k, o, up): 1 for each linear torchtitan's op-level selective recompute redoes, 0 for one it
+        keeps (the policy and its layout rules: core._op_level_recomputed_gemms). k and the up
+        projection are redone where each is a linear of its own (fused, they are the kept first
+        matmul); o unless sequence parallelism keeps its reduce-scattered output; up in gated MLPs."""
+        k = 1.0 - self.fused_qkv
+        o = ops.where(self.sequence_parallel_active > 0, 0.0, 1.0)
+        up = ops.where((self.mlp_matrices == 3) & (self.fused_gate_up == 0), 1.0, 0.0)
+        return k, o, up
+
     @property
     def checkpoint_bytes(self):
         """One full checkpoint: 16-bit weights, plus the optimizer states when every weight trains."""
@@ -629,7 +640,7 @@ def _link_fields(job: Job) -> dict[str, float]:
     inter = net.node_bandwidth_gbs * net.link.efficiency if net else NAN
     if profile is not None and profile.inter_node_busbw_gbs and net:
         inter = profile.inter_node_busbw_gbs * hw.gpus_in_node
-    domain = hw.gpu.scale_up_domain if hw.intra_node.id == hw.gpu.scale_up else None
+    domain = scale_up_domain(hw)
     fabric_gpus, n_fabrics = _scale_up_fabrics(hw, domain)
     return dict(
         intra_bandwidth_gbs=intra, intra_latency_us=hw.intra_node.latency_us,
@@ -639,6 +650,12 @@ def _link_fields(job: Job) -> dict[str, float]:
         pcie_bandwidth_gbs=pcie / hw.gpus_per_pcie_switch, pcie_latency_us=hw.host_link.latency_us,
         gpus_per_node=hw.gpus_in_node, n_nodes=hw.n_nodes,
     )
+
+
+def scale_up_domain(hw) -> int | None:
+    """GPUs the GPU's own scale-up fabric joins (its catalog `scale_up_domain`), where the node links
+    its GPUs with that fabric; None = the whole node (or a node wired with another link)."""
+    return hw.gpu.scale_up_domain if hw.intra_node.id == hw.gpu.scale_up else None
 
 
 def _scale_up_fabrics(hw, domain: int | None) -> tuple[int, int]:

@@ -6,9 +6,8 @@ and exit code 2 before any search starts.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, get_args
 
 from pydantic import ValidationError
@@ -88,7 +87,7 @@ def make_request(model: ModelSpec, tokens: float | None, seq_len: int, global_ba
     extra = _fixed_training(training or {}, seq_len, precision, method)
     space = space or SearchSpace()
     if extra.get("pp_schedule") == "gpipe":  # GPipe runs one chunk per stage: no interleaving to search
-        space = dataclasses.replace(space, vpp=(1,))
+        space = replace(space, vpp=(1,))
     return PlanRequest(
         model=model, tokens=float(tokens), seq_len=int(seq_len), global_batches=parse_global_batch(global_batch),
         precision=precision, method=method, training=extra,
