@@ -65,6 +65,8 @@ def test_preset_count_equals_the_official_count_exactly(entry):
         ("qwen2.5-14b", 14_770_033_664),
         ("qwen2.5-32b", 32_763_876_352),
         ("qwen2.5-72b", 72_706_203_648),
+        ("deepseek-v2-lite", 15_706_484_224),
+        ("deepseek-v2", 235_741_434_880),
     ],
 )
 def test_official_counts_are_recorded(name, official):
@@ -84,6 +86,11 @@ GPT3_NOMINAL = {
     "gpt3-13b": 13.0e9,
     "gpt3-175b": 175.0e9,
 }
+
+
+# presets whose makers publish only a rounded count of exactly what the spec describes (DeepSeek-V3:
+# "671B" for the main model; the Hub's exact total includes the MTP module and the fp8 scales)
+ROUNDED_COUNT_ONLY = {"deepseek-v3"}
 
 
 @pytest.mark.parametrize(("name", "nominal"), GPT3_NOMINAL.items())
@@ -113,6 +120,19 @@ def test_mixtral_active_parameters():
     assert 12.8e9 < spec.n_active_params < 13.0e9  # "12.9B active" (Mixtral paper)
 
 
+@pytest.mark.parametrize(
+    ("name", "total", "active"),
+    [("deepseek-v2-lite", 15.7e9, 2.4e9), ("deepseek-v2", 236e9, 21e9), ("deepseek-v3", 671e9, 37e9)],
+)
+def test_deepseek_presets_match_their_published_sizes(name, total, active):
+    spec = preset(name).spec
+    assert spec.is_mla and spec.is_moe and spec.n_kv_heads is None
+    assert (spec.head_width, spec.value_head_width, spec.rope_head_width) == (192, 128, 64)
+    assert abs(spec.n_params - total) <= 0.01 * total
+    # active, the input embedding (a lookup) left out: within 4 % of the published figure
+    assert abs(spec.n_active_params - spec.vocab * spec.hidden - active) <= 0.04 * active
+
+
 def test_qwen25_has_qkv_bias_and_untied_head():
     for name in ("qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b"):
         spec = preset(name).spec
@@ -123,7 +143,7 @@ def test_preset_spec_is_named_by_its_id_and_cites_sources():
     for entry in PRESETS:
         assert entry.spec.name == entry.id
         assert entry.sources
-        if not entry.id.startswith("gpt3-"):
+        if not entry.id.startswith("gpt3-") and entry.id not in ROUNDED_COUNT_ONLY:
             assert entry.hf_id and entry.official_params
 
 
@@ -261,6 +281,7 @@ def test_a_spec_passes_through_and_other_types_are_refused():
         ("gpt2.json", 124_439_808),  # num_parameters(); the safetensors also hold 12 causal masks
         ("pythia-160m.json", 162_322_944),
         ("opt-125m.json", 125_239_296),
+        ("DeepSeek-V2-Lite.json", 15_706_484_224),
     ],
 )
 def test_hf_config_of_exact_families_gives_the_official_count(file, official):
@@ -287,6 +308,8 @@ def test_hf_config_matches_the_preset_of_the_same_checkpoint():
         ("Mixtral-8x7B-v0.1", "mixtral-8x7b"),
         ("Qwen2.5-7B.json", "qwen2.5-7b"),
         ("Mistral-7B-v0.1.json", "mistral-7b"),
+        ("DeepSeek-V3.json", "deepseek-v3"),
+        ("DeepSeek-V2-Lite.json", "deepseek-v2-lite"),
     ]
     for file, name in pairs:
         loaded = model_from_hf_config(HF / file).model_dump(exclude={"name"})
@@ -328,6 +351,48 @@ def test_hf_config_fields_by_family():
         "rope",
     )
     assert falcon.tied_embeddings and falcon.head_width == 64
+
+
+def test_hf_config_of_deepseek_reads_latent_attention_and_its_experts():
+    v3 = model_from_hf_config(HF / "DeepSeek-V3.json")
+    assert (v3.n_layers, v3.hidden, v3.n_heads, v3.n_kv_heads, v3.vocab) == (61, 7168, 128, None, 129280)
+    assert (v3.kv_lora_rank, v3.q_lora_rank, v3.qk_rope_head_dim) == (512, 1536, 64)
+    assert (v3.head_dim, v3.v_head_dim) == (192, 128)  # qk_nope_head_dim 128 + qk_rope_head_dim 64
+    assert (v3.ffn_hidden, v3.expert_ffn_hidden, v3.n_experts, v3.top_k) == (18432, 2048, 256, 8)
+    assert (v3.n_shared_experts, v3.shared_ffn, v3.n_dense_layers) == (1, 2048, 3)
+    assert (v3.bias, v3.tied_embeddings, v3.norm, v3.gated_mlp) == ("none", False, "rmsnorm", True)
+    # the multi-token-prediction module (num_nextn_predict_layers) is outside DeepSeek's 671B
+    assert abs(v3.n_params - 671e9) <= 0.001 * 671e9
+
+    lite = model_from_hf_config(HF / "DeepSeek-V2-Lite.json")
+    assert (lite.n_layers, lite.hidden, lite.n_heads, lite.vocab) == (27, 2048, 16, 102400)
+    assert (lite.kv_lora_rank, lite.q_lora_rank, lite.head_dim, lite.v_head_dim) == (512, None, 192, 128)
+    assert (lite.n_experts, lite.top_k, lite.expert_ffn_hidden, lite.n_shared_experts) == (64, 6, 1408, 2)
+    assert lite.n_dense_layers == 1 and lite.ffn_hidden == 10944
+    assert abs(lite.n_params - 15.7e9) <= 0.01 * 15.7e9  # the model card's 15.7B
+
+
+def test_hf_config_of_deepseek_variants(tmp_path):
+    data = json.loads((HF / "DeepSeek-V3.json").read_text())
+    file = tmp_path / "config.json"
+
+    def load(**changes):
+        file.write_text(json.dumps(data | changes))
+        return model_from_hf_config(file)
+
+    # newer transformers write head_dim = qk_rope_head_dim; the whole query/key head is still 192
+    assert load(head_dim=64).head_dim == 192
+    assert load(q_lora_rank=None).q_lora_rank is None
+    assert load(attention_bias=True).bias == "qkv"
+    dense = load(n_routed_experts=None)
+    assert not dense.is_moe and dense.n_dense_layers == 0
+    assert load(first_k_dense_replace=99).n_moe_layers == 0  # past the last layer: every layer dense
+    del data["model_type"]  # the architectures name the family
+    assert load().is_mla
+    with pytest.raises(TrainrigError, match="moe_layer_freq = 2"):
+        load(moe_layer_freq=2)
+    with pytest.raises(TrainrigError, match="kv_lora_rank"):
+        load(kv_lora_rank=None)
 
 
 def test_hf_config_names(tmp_path):
@@ -392,6 +457,11 @@ def test_every_supported_family_loads(tmp_path):
         "num_experts": 4,
         "num_experts_per_tok": 2,
         "moe_intermediate_size": 32,
+        "n_routed_experts": 4,
+        "kv_lora_rank": 32,
+        "qk_nope_head_dim": 16,
+        "qk_rope_head_dim": 8,
+        "v_head_dim": 16,
     }
     for model_type in SUPPORTED_MODEL_TYPES:
         file = tmp_path / f"{model_type}.json"

@@ -450,7 +450,7 @@ class _GpuSearch:
 
 def _counts(job: Job, gpus_per_node: int, max_gpus: int) -> np.ndarray:
     t = job.training
-    return gpu_counts(t.model_parallel, t.cp, t.ep, gpus_per_node, max_gpus)
+    return gpu_counts(t.model_parallel, t.cp, t.ep, gpus_per_node, max_gpus, tp=t.tp, expert_tp=t.expert_tp)
 
 
 def _config(job: Job) -> dict[str, Any]:

@@ -18,6 +18,9 @@ from trainrig.bench import scale as bench_scale
 from trainrig.bench.result import StepTimes, median_times
 from trainrig.catalog.cases import load_cases
 from trainrig.cli.common import run_guarded
+from trainrig.estimate.inputs import inputs_from_job
+from trainrig.estimate.memory import lora_parameters_per_layer
+from trainrig.estimate.params import DEFAULT_PARAMETERS
 from trainrig.specs import ModelSpec
 
 torch = pytest.importorskip("torch")
@@ -33,8 +36,18 @@ KINDS = {
     "moe-shared": {**TINY, "n_kv_heads": 2, "n_experts": 4, "top_k": 2, "expert_ffn_hidden": 48,
                    "n_shared_experts": 1, "shared_ffn_hidden": 40, "n_dense_layers": 1},
     "moe-gpt": {**TINY, "norm": "layernorm", "bias": "all", "gated_mlp": False, "n_experts": 3, "top_k": 1},
+    "narrow-values": {**TINY, "n_kv_heads": 2, "v_head_dim": 8},
+    # multi-head latent attention, DeepSeek-V3 style: a query latent, 16 + 8 rotary query/key channels,
+    # 16 value channels per head, then a dense layer and experts
+    "mla-q-latent": {**TINY, "head_dim": 24, "v_head_dim": 16, "kv_lora_rank": 32, "q_lora_rank": 48,
+                     "qk_rope_head_dim": 8, "n_experts": 4, "top_k": 2, "expert_ffn_hidden": 48,
+                     "n_shared_experts": 1, "n_dense_layers": 1},
+    # DeepSeek-V2-Lite style (queries straight from the hidden state), with LayerNorm latents and biases
+    "mla-no-q-latent": {**TINY, "head_dim": 24, "v_head_dim": 16, "kv_lora_rank": 32, "qk_rope_head_dim": 8,
+                        "norm": "layernorm", "bias": "all", "gated_mlp": False},
 }
 MOE = KINDS["moe-shared"]
+MLA = KINDS["mla-q-latent"]
 TRAINING = {"seq_len": 32, "micro_batch": 2, "global_batch": 2, "precision": "bf16"}
 
 
@@ -72,6 +85,75 @@ def test_built_model_has_exactly_the_specs_parameters_for_the_built_layers(kind)
     built = bench_model.build_model(torch, job.model, job.training, n_layers=2)
     assert bench_model.base_param_count(built) == spec_with_layers(job.model, 2).n_params
     assert bench_model.base_param_count(built) != job.model.n_params  # 2 of 4 layers: the count saw it
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_each_attention_has_the_specs_attention_parameters(kind):
+    spec = tiny_job(KINDS[kind]).model
+    attention = bench_model.build_model(torch, spec, tiny_job().training, n_layers=1).blocks[0].attn
+    assert sum(p.numel() for p in attention.parameters()) == spec.attention_params_per_layer
+    # what tensor parallelism would replicate: MLA's down projections and latent norms, else nothing
+    replicated = [attention.q_down, attention.q_norm, attention.kv_down, attention.kv_norm] if spec.is_mla else []
+    held_whole = sum(p.numel() for module in replicated if module is not None for p in module.parameters())
+    assert held_whole == spec.attention_replicated_params_per_layer
+
+
+@pytest.mark.parametrize("kind", ["mla-q-latent", "mla-no-q-latent"])
+def test_latent_attention_computes_each_head_and_position_by_the_definition(kind):
+    """DeepSeek-V2 eq. 9-19, one head and one position at a time: query [q_C; RoPE(q_R)], key
+    [k_C; RoPE(k_R)] with k_R one for all heads, causal softmax over q·k / sqrt(head_dim), values v_C."""
+    from trainrig.bench import layers  # imports torch: after the skip
+
+    spec = tiny_job(KINDS[kind]).model
+    torch.manual_seed(2)
+    attention = bench_model.build_model(torch, spec, tiny_job().training, n_layers=1).blocks[0].attn
+    seq, heads, rope, value = 6, spec.n_heads, spec.rope_head_width, spec.value_head_width
+    plain = spec.head_width - rope
+    cos, sin = layers.rotary_tables(seq, rope, torch.device("cpu"))
+    x = torch.randn(1, seq, spec.hidden)
+    with torch.no_grad():
+        got = attention(x, cos, sin)[0]
+        latent, k_rope = attention.kv_down(x[0]).split([spec.kv_lora_rank, rope], dim=-1)
+        key_value = attention.kv_up(attention.kv_norm(latent)).view(seq, heads, plain + value)
+        q_in = x[0] if attention.q_down is None else attention.q_norm(attention.q_down(x[0]))
+        q = attention.q(q_in).view(seq, heads, spec.head_width)
+
+        def turned(t, pos):
+            return layers.rotary(t, cos[pos], sin[pos])
+
+        heads_out = []
+        for h in range(heads):
+            for t in range(seq):
+                query = torch.cat((q[t, h, :plain], turned(q[t, h, plain:], t)))
+                keys = torch.stack([torch.cat((key_value[s, h, :plain], turned(k_rope[s], s))) for s in range(t + 1)])
+                weights = torch.softmax(keys @ query / math.sqrt(spec.head_width), dim=0)
+                heads_out.append(weights @ key_value[: t + 1, h, plain:])
+        expected = attention.o(torch.stack(heads_out).view(heads, seq, value).transpose(0, 1).reshape(seq, -1))
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert attention.o.in_features == heads * value < heads * spec.head_width
+
+
+def test_a_latent_attention_job_trains_on_the_cpu():
+    job = tiny_job(MLA, micro_batch=4, global_batch=4)
+    result, _ = bench_run.run_bench(job, steps=3, warmup=1, device="cpu")
+    assert result.params_built == spec_with_layers(job.model, 2).n_params
+    assert result.measured.loss_last < result.measured.loss_first
+
+
+@pytest.mark.parametrize("kind", ["mla-q-latent", "mla-no-q-latent"])
+def test_lora_on_latent_attention_adapts_its_query_and_key_value_linears_as_the_estimate_counts(kind):
+    spec = KINDS[kind]
+    job = tiny_job(spec, method="lora", lora_rank=4, lora_targets=["q", "v", "o"])
+    result, _ = bench_run.run_bench(job, steps=1, warmup=0, device="cpu")
+    hidden, heads, rank_q, rank_kv = spec["hidden"], spec["n_heads"], spec.get("q_lora_rank"), spec["kv_lora_rank"]
+    rope, head, value = spec["qk_rope_head_dim"], spec["head_dim"], spec["v_head_dim"]
+    # rank·(fan_in + fan_out) for q_down and q (or one q), kv_down and kv_up, and o
+    query = (hidden + rank_q) + (rank_q + heads * head) if rank_q else hidden + heads * head
+    key_value = (hidden + rank_kv + rope) + (rank_kv + heads * (head - rope + value))
+    per_layer = 4 * (query + key_value + heads * value + hidden)
+    assert result.trainable_params == 2 * per_layer
+    x = inputs_from_job(job, DEFAULT_PARAMETERS)
+    assert float(lora_parameters_per_layer(x)) == per_layer
 
 
 def test_lora_adds_rank_r_adapters_on_every_target_and_freezes_the_base():
@@ -313,11 +395,12 @@ def test_default_layers_on_a_gpu_are_the_most_whose_estimate_fits_the_budget():
 
 def _preset_ids():
     """Presets of every family: GPT-3 (LayerNorm, biases, learned positions, tied), Llama 2/3
-    (GQA, untied), Mistral, Qwen2.5 (Q/K/V biases), Mixtral (8 experts, top 2)."""
+    (GQA, untied), Mistral, Qwen2.5 (Q/K/V biases), Mixtral (8 experts, top 2), DeepSeek-V2-Lite
+    (latent attention without a query latent, 64 routed and 2 shared experts, a dense first layer)."""
     from trainrig.catalog.models import load_model
 
     ids = ["gpt3-125m", "gpt3-13b", "llama2-70b", "llama3-8b", "llama3.1-405b", "mistral-7b", "qwen2.5-7b",
-           "mixtral-8x7b"]
+           "mixtral-8x7b", "deepseek-v2-lite"]
     return [(name, load_model(name)) for name in ids]
 
 

@@ -107,24 +107,67 @@ def rotary_tables(seq_len: int, head_dim: int, device: torch.device) -> tuple[to
 
 
 class Attention(nn.Module):
-    def __init__(self, hidden: int, n_heads: int, kv_heads: int, head_dim: int, bias: str, rope: bool) -> None:
+    """Multi-head, grouped-query or multi-query attention; values `value_dim` wide per head."""
+
+    def __init__(self, hidden: int, n_heads: int, kv_heads: int, head_dim: int, value_dim: int, bias: str,
+                 rope: bool) -> None:
         super().__init__()
         qkv_bias, out_bias = bias in ("qkv", "all"), bias == "all"
         self.q = nn.Linear(hidden, n_heads * head_dim, bias=qkv_bias)
         self.k = nn.Linear(hidden, kv_heads * head_dim, bias=qkv_bias)
-        self.v = nn.Linear(hidden, kv_heads * head_dim, bias=qkv_bias)
-        self.o = nn.Linear(n_heads * head_dim, hidden, bias=out_bias)
-        self.n_heads, self.kv_heads, self.head_dim, self.rope = n_heads, kv_heads, head_dim, rope
+        self.v = nn.Linear(hidden, kv_heads * value_dim, bias=qkv_bias)
+        self.o = nn.Linear(n_heads * value_dim, hidden, bias=out_bias)
+        self.n_heads, self.kv_heads, self.rope = n_heads, kv_heads, rope
+        self.head_dim, self.value_dim = head_dim, value_dim
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         batch, seq, _ = x.shape
         q = self.q(x).view(batch, seq, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.k(x).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v(x).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v(x).view(batch, seq, self.kv_heads, self.value_dim).transpose(1, 2)
         if self.rope:
             q, k = rotary(q, cos, sin).to(v.dtype), rotary(k, cos, sin).to(v.dtype)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv_heads != self.n_heads)
-        return self.o(out.transpose(1, 2).reshape(batch, seq, self.n_heads * self.head_dim))
+        return self.o(out.transpose(1, 2).reshape(batch, seq, self.n_heads * self.value_dim))
+
+
+class LatentAttention(nn.Module):
+    """Multi-head latent attention (MLA; DeepSeek-V2 §2.1, eq. 9–19). Queries come from a low-rank
+    latent (down, norm, up) or straight from the hidden state; keys and values from one shared
+    latent: a down projection writes it and a rotary key shared by every head, an up projection
+    reads it back into each head's non-rotary key and its value. Rotary turns the last
+    `rope_width` channels of each query and the shared key (NeoX layout, as `Attention`)."""
+
+    def __init__(self, hidden: int, n_heads: int, head_dim: int, value_dim: int, rope_width: int, kv_rank: int,
+                 q_rank: int | None, norm: str, bias: str, rope: bool) -> None:
+        super().__init__()
+        qkv_bias = bias in ("qkv", "all")  # as ModelSpec counts them: on every query and key/value linear
+        self.q_down = nn.Linear(hidden, q_rank, bias=qkv_bias) if q_rank else None
+        self.q_norm = norm_layer(norm, q_rank) if q_rank else None
+        self.q = nn.Linear(q_rank or hidden, n_heads * head_dim, bias=qkv_bias)
+        self.kv_down = nn.Linear(hidden, kv_rank + rope_width, bias=qkv_bias)
+        self.kv_norm = norm_layer(norm, kv_rank)
+        self.kv_up = nn.Linear(kv_rank, n_heads * (head_dim - rope_width + value_dim), bias=qkv_bias)
+        self.o = nn.Linear(n_heads * value_dim, hidden, bias=bias == "all")
+        self.n_heads, self.head_dim, self.value_dim, self.rope = n_heads, head_dim, value_dim, rope
+        self.rope_width, self.kv_rank = rope_width, kv_rank
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        batch, seq, _ = x.shape
+        heads, plain_width = self.n_heads, self.head_dim - self.rope_width
+        q = self.q(x if self.q_down is None else self.q_norm(self.q_down(x)))
+        q = q.view(batch, seq, heads, self.head_dim).transpose(1, 2)
+        latent, k_rope = self.kv_down(x).split([self.kv_rank, self.rope_width], dim=-1)
+        k_plain, v = self.kv_up(self.kv_norm(latent)).view(batch, seq, heads, plain_width + self.value_dim) \
+            .transpose(1, 2).split([plain_width, self.value_dim], dim=-1)
+        k_rope = k_rope.unsqueeze(1)  # one rotary key for all heads: (batch, 1, seq, rope_width)
+        if self.rope:
+            q_plain, q_rope = q.split([plain_width, self.rope_width], dim=-1)
+            q = torch.cat((q_plain, rotary(q_rope, cos, sin).to(v.dtype)), dim=-1)
+            k_rope = rotary(k_rope, cos, sin).to(v.dtype)
+        k = torch.cat((k_plain, k_rope.expand(-1, heads, -1, -1)), dim=-1)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # v narrower than q and k: SDPA allows it
+        return self.o(out.transpose(1, 2).reshape(batch, seq, heads * self.value_dim))
 
 
 class Mlp(nn.Module):
@@ -174,7 +217,8 @@ class MoeMlp(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, attention: Attention, mlp: Mlp | MoeMlp, norm: str, hidden: int, dropout: float) -> None:
+    def __init__(self, attention: Attention | LatentAttention, mlp: Mlp | MoeMlp, norm: str, hidden: int,
+                 dropout: float) -> None:
         super().__init__()
         self.attn_norm, self.attn = norm_layer(norm, hidden), attention
         self.mlp_norm, self.mlp = norm_layer(norm, hidden), mlp
@@ -186,22 +230,23 @@ class Block(nn.Module):
 
 
 class Decoder(nn.Module):
-    """Embedding (+ learned positions), pre-norm blocks, final norm, LM head (tied or not)."""
+    """Embedding (+ learned positions), pre-norm blocks, final norm, LM head (tied or not). The
+    rotary tables are `rope_width` wide: each head's whole query/key, or MLA's rotary part."""
 
     def __init__(self, embed: nn.Embedding, positions: nn.Embedding | None, blocks: list[Block], final_norm: nn.Module,
-                 head: nn.Linear | None, head_dim: int, rope: bool, recompute: bool) -> None:
+                 head: nn.Linear | None, rope_width: int, rope: bool, recompute: bool) -> None:
         super().__init__()
         self.embed, self.positions = embed, positions
         self.blocks = nn.ModuleList(blocks)
         self.final_norm, self.head = final_norm, head
-        self.head_dim, self.rope, self.recompute = head_dim, rope, recompute
+        self.rope_width, self.rope, self.recompute = rope_width, rope, recompute
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         seq = tokens.shape[1]
         x = self.embed(tokens)
         if self.positions is not None:
             x = x + self.positions(torch.arange(seq, device=tokens.device))
-        cos, sin = rotary_tables(seq, self.head_dim, tokens.device) if self.rope else (x.new_empty(0),) * 2
+        cos, sin = rotary_tables(seq, self.rope_width, tokens.device) if self.rope else (x.new_empty(0),) * 2
         for block in self.blocks:
             if self.recompute and torch.is_grad_enabled():
                 # full recompute: only each block's input is kept; the block reruns in backward

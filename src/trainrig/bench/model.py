@@ -1,12 +1,13 @@
 """A PyTorch decoder built from a ModelSpec: the bench's model, random init, nothing downloaded.
 
 What the spec describes and the bench builds: Llama-style (RMSNorm, rotary, SwiGLU, GQA, no biases)
-and GPT-style (LayerNorm, learned positions, GeLU MLP, biases) blocks, explicit head_dim, tied
-embeddings, dropout; mixture-of-experts layers (top-k router, routed and shared experts, leading
-dense layers); LoRA adapters on the job's target linears. What it refuses, in one sentence each:
-ALiBi, a sliding window shorter than the sequence, LoRA on experts, fp8 with LoRA or experts, fp8 on
-a GPU older than Ada/Hopper, int8 and GPTQ bases; QLoRA and the 8-bit and paged optimizers without
-bitsandbytes. torch is imported inside the functions only.
+and GPT-style (LayerNorm, learned positions, GeLU MLP, biases) blocks, explicit head_dim and
+v_head_dim, tied embeddings, dropout; multi-head latent attention (DeepSeek-V2/V3); mixture-of-experts
+layers (top-k router, routed and shared experts, leading dense layers); LoRA adapters on the job's
+target linears (on latent attention: its query and key/value linears). What it refuses, in one
+sentence each: ALiBi, a sliding window shorter than the sequence, LoRA on experts, fp8 with LoRA or
+experts, fp8 on a GPU older than Ada/Hopper, int8 and GPTQ bases; QLoRA and the 8-bit and paged
+optimizers without bitsandbytes. torch is imported inside the functions only.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ INIT_STD = 0.02
 LORA_ALPHA_PER_RANK = 1.0
 """alpha = rank: the update's scale is 1. It changes no shape nor time, only the update's size."""
 LORA_PARAM_NAMES = ("lora_a", "lora_b")
+# LoRA targets on latent attention, as the estimate counts them (Inputs.mla_adapted_widths): q adapts
+# the query linears, k or v the key/value down and up projections
+MLA_LORA_LINEARS = {"q": ("q_down", "q"), "k": ("kv_down", "kv_up"), "v": ("kv_down", "kv_up")}
+ATTENTION_LINEARS = ("q", "k", "v", "o", "q_down", "kv_down", "kv_up")
 
 
 def import_torch() -> Any:
@@ -49,8 +54,9 @@ def check_buildable(spec: ModelSpec, training: TrainingSpec) -> None:
     if spec.sliding_window is not None and spec.sliding_window < training.seq_len:
         raise TrainrigError("model.sliding_window", f"a window ({spec.sliding_window}) shorter than seq_len"
                                                     f" ({training.seq_len}) is not available in bench yet.")
-    if spec.position_embedding == "rope" and spec.head_width % 2:
-        raise TrainrigError("model.head_dim", f"rotary embeddings need an even head width (got {spec.head_width}).")
+    if spec.position_embedding == "rope" and spec.rope_head_width % 2:
+        field = "model.qk_rope_head_dim" if spec.is_mla else "model.head_dim"
+        raise TrainrigError(field, f"rotary embeddings need an even head width (got {spec.rope_head_width}).")
     if spec.position_embedding == "learned" and training.seq_len > (spec.max_positions or 0):
         raise TrainrigError("training.seq_len", f"exceeds the learned position table ({spec.max_positions}).")
     if spec.is_moe and training.precision == "fp8":
@@ -158,12 +164,12 @@ def build_model(torch: Any, spec: ModelSpec, training: TrainingSpec, n_layers: i
     """The decoder with `n_layers` blocks, on the CPU in float32 (the caller moves and casts it)."""
     from trainrig.bench import layers as L  # imports torch: only now
 
-    head_dim, rope = spec.head_width, spec.position_embedding == "rope"
+    rope = spec.position_embedding == "rope"
     blocks = [_block(L, spec, training, moe=spec.is_moe and layer >= spec.n_dense_layers) for layer in range(n_layers)]
     embed = torch.nn.Embedding(spec.vocab, spec.hidden)
     positions = torch.nn.Embedding(spec.max_positions, spec.hidden) if spec.position_embedding == "learned" else None
     head = None if spec.tied_embeddings else torch.nn.Linear(spec.hidden, spec.vocab, bias=False)
-    model = L.Decoder(embed, positions, blocks, L.norm_layer(spec.norm, spec.hidden), head, head_dim, rope,
+    model = L.Decoder(embed, positions, blocks, L.norm_layer(spec.norm, spec.hidden), head, spec.rope_head_width, rope,
                       recompute=training.recompute == "full")
     _init_weights(torch, model)
     if training.method != "full":
@@ -191,7 +197,13 @@ def _init_weights(torch: Any, model: Any) -> None:
 
 def _block(L: Any, spec: ModelSpec, training: TrainingSpec, moe: bool) -> Any:
     rope = spec.position_embedding == "rope"
-    attention = L.Attention(spec.hidden, spec.n_heads, spec.kv_heads, spec.head_width, spec.bias, rope)
+    if spec.is_mla:
+        attention = L.LatentAttention(spec.hidden, spec.n_heads, spec.head_width, spec.value_head_width,
+                                      spec.rope_head_width, spec.kv_lora_rank, spec.q_lora_rank, spec.norm, spec.bias,
+                                      rope)
+    else:
+        attention = L.Attention(spec.hidden, spec.n_heads, spec.kv_heads, spec.head_width, spec.value_head_width,
+                                spec.bias, rope)
     mlp = _moe_mlp(L, spec) if moe else L.Mlp(spec.hidden, spec.ffn_hidden, spec.gated_mlp, bias=spec.bias == "all")
     return L.Block(attention, mlp, spec.norm, spec.hidden, DROPOUT_P if training.dropout else 0.0)
 
@@ -215,10 +227,13 @@ def _add_lora(L: Any, model: Any, training: TrainingSpec) -> None:
                 module.weight.requires_grad_(True)
     rank, alpha = training.lora_rank, LORA_ALPHA_PER_RANK * training.lora_rank
     for block in model.blocks:
-        for name in training.lora_modules:
-            parent = block.attn if name in ("q", "k", "v", "o") else block.mlp
+        latent = isinstance(block.attn, L.LatentAttention)
+        names = {linear for name in training.lora_modules
+                 for linear in (MLA_LORA_LINEARS.get(name, (name,)) if latent else (name,))}
+        for name in sorted(names):
+            parent = block.attn if name in ATTENTION_LINEARS else block.mlp
             base = getattr(parent, name)
-            if base is not None:  # an ungated MLP has no gate to adapt
+            if base is not None:  # an ungated MLP has no gate to adapt; queries without a latent no q_down
                 setattr(parent, name, L.LoraLinear(base, rank, alpha))
 
 

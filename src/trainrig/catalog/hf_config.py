@@ -8,6 +8,12 @@ Exact
     per block (new_decoder_architecture, falcon-40b/180b style). The tests check the first nine
     against published counts (Llama 3 8B, Mistral 7B, Mixtral 8x7B, Qwen2.5 7B, Gemma 7B, Phi-3
     mini, GPT-2, Pythia 160M, OPT 125M); falcon is exact by construction, not checked.
+    deepseek_v2 (multi-head latent attention, DeepSeekMoE), checked against DeepSeek-V2-Lite.
+
+Counted as the main model only
+    deepseek_v3 with `num_nextn_predict_layers` (V3's one multi-token-prediction module, 11.5B
+        parameters of its own and stored as `model.layers.61`) counts the 61 main layers, as
+        DeepSeek's 671B does: the module serves the training objective and speculative decoding.
 
 Approximate (small tensors ModelSpec has no field for; each well under 0.01 % of the model)
     qwen3, qwen3_moe
@@ -28,6 +34,13 @@ Approximate (small tensors ModelSpec has no field for; each well under 0.01 % of
         the embedding is counted hidden_size wide and the two projections are left out.
     qwen2 with `use_sliding_window: true`
         the window applies to every layer, although Qwen2 applies it above `max_window_layers`.
+    deepseek_v3
+        each MoE layer's router correction bias (`e_score_correction_bias`, n_routed_experts
+        values, set by the auxiliary-loss-free balancing rule rather than by gradients; a buffer in
+        transformers, a parameter in DeepSeek's own modeling code) is missing.
+    deepseek with `attention_bias: true`
+        counted as biases on every query and key/value linear and none on the output; the model
+        code puts them on q_a_proj, kv_a_proj_with_mqa and o_proj only.
 
 Anything else — an encoder (bert), an encoder-decoder (t5, whisper, `is_encoder_decoder: true`),
 a vision or multimodal model (vit, clip, llava), a file that is not JSON or lacks the layer or width
@@ -315,6 +328,8 @@ def _type_from_architectures(architectures: object) -> str | None:
         "GPTNeoXFor": "gpt_neox",
         "OPTFor": "opt",
         "FalconFor": "falcon",
+        "DeepseekV2For": "deepseek_v2",
+        "DeepseekV3For": "deepseek_v3",
     }
     for arch in architectures:
         for prefix, model_type in prefixes.items():
@@ -519,6 +534,52 @@ def _gemma2(c: _Config) -> dict[str, Any]:
     return _gemma(c)
 
 
+def _deepseek(c: _Config) -> dict[str, Any]:
+    """DeepSeek-V2/V3: multi-head latent attention (kv_lora_rank, q_lora_rank) and DeepSeekMoE
+    (fine-grained routed experts, shared experts, leading dense layers)."""
+    n_layers = c.layers()
+    nope = c.int("qk_nope_head_dim", what="non-rotary query/key head width")
+    rope = c.int("qk_rope_head_dim", what="rotary query/key head width")
+    fields: dict[str, Any] = {
+        "n_layers": n_layers,
+        "hidden": c.hidden(),
+        "n_heads": c.heads(),
+        # num_key_value_heads is the head count: every head has its own key and value. The whole
+        # query/key head is its two parts (a `head_dim` key, where newer transformers write one, is
+        # the rotary part alone, so it is not read).
+        "head_dim": nope + rope,
+        "v_head_dim": c.int("v_head_dim", what="value head width"),
+        "kv_lora_rank": c.int("kv_lora_rank", what="key/value latent width"),
+        "q_lora_rank": c.opt_int("q_lora_rank") or None,  # null (V2-Lite): queries straight from hidden
+        "qk_rope_head_dim": rope,
+        "ffn_hidden": c.int("intermediate_size", what="MLP width"),
+        "vocab": c.vocab(),
+        "gated_mlp": True,
+        "tied_embeddings": c.flag("tie_word_embeddings", False),
+        "norm": "rmsnorm",
+        "bias": "qkv" if c.flag("attention_bias", False) else "none",
+        "position_embedding": "rope",
+    }
+    n_experts = c.int("n_routed_experts", default=0)  # null: every layer dense
+    if n_experts:
+        step = c.int("moe_layer_freq", default=1)
+        if step != 1:
+            raise TrainrigError(
+                "model",
+                f"{c.file} gives moe_layer_freq = {step}; trainrig reads DeepSeek models whose layers past"
+                " first_k_dense_replace are all MoE (moe_layer_freq 1, as every released one).",
+            )
+        fields |= {
+            "n_experts": n_experts,
+            "top_k": c.int("num_experts_per_tok", what="experts per token"),
+            "expert_ffn_hidden": c.int("moe_intermediate_size", what="expert MLP width"),
+            "n_shared_experts": c.int("n_shared_experts", default=0),  # each moe_intermediate_size wide
+            # the model code makes layer i MoE from i = first_k_dense_replace on: past the end, none
+            "n_dense_layers": min(c.int("first_k_dense_replace", default=0), n_layers),
+        }
+    return fields
+
+
 _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "llama": _llama,
     "mistral": _mistral,
@@ -534,6 +595,8 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "gpt_neox": _gpt_neox,
     "opt": _opt,
     "falcon": _falcon,
+    "deepseek_v2": _deepseek,
+    "deepseek_v3": _deepseek,
 }
 
 _TYPE_ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}

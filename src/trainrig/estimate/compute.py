@@ -144,8 +144,8 @@ def fused_attention_keys(x: Inputs):
 
 def flash_forward_flops(tokens_q, heads, x: Inputs):
     """FLOPs a flash-attention forward executes: QKᵀ and attention·V over the keys each query
-    sees (`fused_attention_keys`)."""
-    return 4 * tokens_q * fused_attention_keys(x) * heads * x.head_dim
+    sees (`fused_attention_keys`), at the query/key and value head widths."""
+    return 2 * tokens_q * fused_attention_keys(x) * heads * (x.head_dim + x.v_head_dim)
 
 
 def eager_elementwise_scale(x: Inputs, p: ModelParameters):
@@ -212,7 +212,7 @@ def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
     # unfused: two batched GEMMs forward, four backward
     queries = tokens_q / x.micro_batch
     scores = gemm_time_s(queries, keys, x.head_dim, x, p, batch=batch_heads, peak=x.attention_peak_tflops)
-    values = gemm_time_s(queries, x.head_dim, keys, x, p, batch=batch_heads, peak=x.attention_peak_tflops)
+    values = gemm_time_s(queries, x.v_head_dim, keys, x, p, batch=batch_heads, peak=x.attention_peak_tflops)
     unfused_forward = scores + values
     unfused_backward = 2 * unfused_forward
     return ops.where(flash, flash_forward, unfused_forward), ops.where(flash, flash_backward, unfused_backward)
@@ -248,6 +248,11 @@ def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
     replicated_div = ops.where(x.sequence_parallel_active > 0, x.tp, 1.0)
     norms_and_residuals = 10 * x.hidden / replicated_div
     rotary = 2 * (x.n_heads + x.kv_heads) * x.head_dim * x.rope / x.tp
+    if ops.any(x.mla > 0):
+        norms_and_residuals = norms_and_residuals + x.mla * _mla_elementwise_per_token(x)
+        # MLA turns the rotary part of every query head and one shared key
+        mla_rotary = 2 * (x.n_heads / x.tp + 1) * x.rope_head_dim * x.rope
+        rotary = ops.where(x.mla > 0, mla_rotary, rotary)
     dense_act = x.mlp_matrices * x.ffn_hidden / x.tp
     moe_act = x.mlp_matrices * (x.top_k * x.expert_ffn_hidden + x.n_shared_experts * x.shared_ffn_hidden) / x.tp
     moe_permute = 4 * x.top_k * x.hidden
@@ -262,8 +267,19 @@ def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
     total = total + x.n_moe_layers * moe_permute
     # fp8: each linear layer's input is cast before its GEMM, `fp8_cast_bytes` per element by recipe
     # (inputs.FP8_CAST_BYTES; Micikevicius et al. 2022); the output head stays in bf16
-    fp8_casts = x.fp8 * x.fp8_cast_bytes * x.n_layers * (2 * x.hidden + x.n_heads * x.head_dim + x.ffn_hidden) / x.tp
+    linear_inputs = 2 * x.hidden + x.n_heads * x.v_head_dim + x.ffn_hidden + x.mla * (x.q_lora_rank + x.kv_lora_rank)
+    fp8_casts = x.fp8 * x.fp8_cast_bytes * x.n_layers * linear_inputs / x.tp
     return e * total + fp8_casts + x.n_layers * softmax_bytes + x.n_layers * adapter_bytes_per_token(x)
+
+
+def _mla_elementwise_per_token(x: Inputs):
+    """Elements MLA's extra memory-bound kernels read and write per token and layer on one GPU: the
+    norms of its query and key/value latents (read and write each, on the down projections'
+    tokens) and the concatenations that assemble every head's query and key from its rotary and
+    non-rotary parts (read and write both)."""
+    latent_norms = 2 * (x.q_lora_rank + x.kv_lora_rank) * x.mla_down_tokens_share
+    assembled = 2 * (x.q_width_local + x.kv_width_local)
+    return latent_norms + assembled
 
 
 def adapter_bytes_per_token(x: Inputs):
@@ -275,11 +291,16 @@ def adapter_bytes_per_token(x: Inputs):
     if not ops.any(x.method > 0):
         return 0.0
     e = x.activation_bytes
-    q_width, kv_width = x.q_width_local, x.kv_heads * x.head_dim / x.tp
+    q_width, k_width, v_width = x.q_width_local, x.kv_heads * x.head_dim / x.tp, x.kv_heads * x.v_head_dim / x.tp
     first = x.adapted_first_mlp
-    fan_in = (x.hidden * (x.adapted_qkv_linears + x.adapted_mlp_input_linears) + q_width * x.lora_o
+    attention_in = x.hidden * x.adapted_qkv_linears
+    attention_out = q_width * x.lora_q + k_width * x.lora_k + v_width * x.lora_v
+    if ops.any(x.mla > 0):
+        latent_in, latent_out = x.mla_adapted_widths(x.tp)
+        attention_in, attention_out = ops.where(x.mla > 0, latent_in, attention_in), ops.where(
+            x.mla > 0, latent_out, attention_out)
+    fan_in = (attention_in + x.hidden * x.adapted_mlp_input_linears + x.attention_out_local * x.lora_o
               + x.ffn_hidden / x.tp * x.lora_down)
-    fan_out = (q_width * x.lora_q + kv_width * (x.lora_k + x.lora_v) + x.hidden * (x.lora_o + x.lora_down)
-               + x.ffn_hidden / x.tp * first)
+    fan_out = (attention_out + x.hidden * (x.lora_o + x.lora_down) + x.ffn_hidden / x.tp * first)
     per_token = fan_in * (e + x.lora_dropout * (2 * e + 1)) + 4 * e * fan_out
     return ops.where(x.method > 0, per_token, 0.0)

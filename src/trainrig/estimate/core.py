@@ -24,7 +24,7 @@ from trainrig.estimate.compute import (
     elementwise_bytes_per_token,
 )
 from trainrig.estimate.distinct import per_distinct_row
-from trainrig.estimate.flops import hardware_flops_per_token, model_flops_per_token
+from trainrig.estimate.flops import attention_projection_weights, hardware_flops_per_token, model_flops_per_token
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.memory import (
     activation_bytes_per_layer,
@@ -317,11 +317,14 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[
     """
     tokens = x.micro_batch * x.seq_len / x.cp
     batch = GemmBatch()
-    q_local, kv_local = x.q_width_local, x.kv_width_local
+    q_local, k_local, v_local = x.q_width_local, x.kv_width_local, x.v_width_local
     up_width = x.mlp_matrices - 1  # gate and up: 2 for a gated MLP
     ffn_local = x.ffn_hidden / x.tp
-    attention = _projections(batch, tokens, x.hidden, q_local + 2 * kv_local, ((q_local, 1), (kv_local, 2)),
-                             x.fused_qkv, batch.linear(tokens, q_local, x.hidden))
+    output = batch.linear(tokens, x.attention_out_local, x.hidden)
+    attention = _projections(batch, tokens, x.hidden, q_local + k_local + v_local,
+                             ((q_local, 1), (k_local, 1), (v_local, 1)), x.fused_qkv, output)
+    if ops.any(x.mla > 0):
+        attention = _mla_attention(batch, x, tokens, output, attention)
     dense = _projections(batch, tokens, x.hidden, up_width * ffn_local, ((ffn_local, 2),), x.mlp_input_linears == 1,
                          batch.linear(tokens, ffn_local, x.hidden))
     # MoE GEMMs only where some configuration has MoE layers (a dense model's would be zeroed anyway)
@@ -333,8 +336,9 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[
               batch.linear(tokens, shared_width, x.hidden)] if any_shared else []
     router = [batch.linear(tokens, x.hidden, ops.maximum(x.n_experts, 1.0))]
     local_experts = ops.maximum(x.n_experts / x.ep, 1.0)
-    rows = tokens * x.top_k / local_experts
-    width = x.expert_ffn_hidden / x.tp
+    # an expert TP group of etp ranks computes the tokens of etp/tp tensor-parallel groups
+    rows = tokens * x.top_k / local_experts * (x.etp / x.tp)
+    width = x.expert_ffn_hidden / x.etp
     experts = [tuple(batch.add(m, n, k, local_experts) for m, n, k in (
         (rows, up_width * width, x.hidden), (rows, x.hidden, up_width * width), (x.hidden, up_width * width, rows))),
         tuple(batch.add(m, n, k, local_experts) for m, n, k in (
@@ -370,6 +374,29 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[
             "down_forward": t[_output_linear(dense)[0]]}
 
 
+def _mla_attention(batch: GemmBatch, x: Inputs, tokens, output, ordinary):
+    """Multi-head latent attention's linears (ModelSpec.mla_projections), then `output` (o):
+    the down projections replicated on every TP rank over its tokens (x.mla_down_tokens_share),
+    the up projections split by heads. Rows without MLA keep their `ordinary` linears (a tuple
+    `passes` picks between, as for fused layouts)."""
+    down_tokens = tokens * x.mla_down_tokens_share
+    has_q_latent = x.q_lora_rank > 0
+    q_rank = ops.maximum(x.q_lora_rank, 1.0)  # a zero-width GEMM stays finite; unused rows are discarded
+    key_value_up = x.n_heads * (x.head_dim - x.rope_head_dim + x.v_head_dim) / x.tp
+    key_value = [batch.linear(down_tokens, x.hidden, x.kv_lora_rank + x.rope_head_dim),
+                 batch.linear(tokens, x.kv_lora_rank, key_value_up)]
+    latent = [batch.linear(down_tokens, x.hidden, q_rank), batch.linear(tokens, q_rank, x.q_width_local),
+              *key_value, output]
+    direct = [batch.linear(tokens, x.hidden, x.q_width_local), *key_value, output]
+    if type(has_q_latent) is not np.ndarray or has_q_latent.min() == has_q_latent.max():
+        mla = latent if bool(np.all(has_q_latent)) else direct
+    else:
+        mla = (has_q_latent, latent, direct)
+    if type(x.mla) is not np.ndarray or x.mla.min() == x.mla.max():
+        return mla if bool(np.all(x.mla > 0)) else ordinary
+    return x.mla, mla, ordinary
+
+
 def _op_level_recomputed_gemms(batch: GemmBatch, x: Inputs, tokens, attention):
     """The forward GEMMs torchtitan's op-level policy redoes in the backward, added to `batch`.
 
@@ -383,7 +410,10 @@ def _op_level_recomputed_gemms(batch: GemmBatch, x: Inputs, tokens, attention):
     is not needed by the backward. Returns the indices of k's, o's and w3's forward GEMMs, added
     whatever the policy and layout (see _op_level_recompute_s)."""
     output = _output_linear(attention)  # o
-    k = batch.add(tokens, x.kv_width_local, x.hidden)
+    # MLA: the key/value up projection stands for k (flops.op_level_key_weights)
+    mla_up_width = x.n_heads * (x.head_dim - x.rope_head_dim + x.v_head_dim) / x.tp
+    k = batch.add(tokens, ops.where(x.mla > 0, mla_up_width, x.kv_width_local),
+                  ops.where(x.mla > 0, x.kv_lora_rank, x.hidden))
     up = batch.add(tokens, x.ffn_hidden / x.tp, x.hidden)
     return k, output[0], up
 
@@ -400,8 +430,9 @@ def _op_level_recompute_s(x: Inputs, gemm: dict[str, Any]):
 
 
 def _output_linear(block):
-    """A block's output linear (o; the MLP's down projection): the last of its linears, either layout."""
-    return block[-1] if type(block) is list else block[1][-1]
+    """A block's output linear (o; the MLP's down projection): the last of its linears, any layout
+    (every layout of a block ends in the same one)."""
+    return block[-1] if type(block) is list else _output_linear(block[1])
 
 
 def _projections(batch: GemmBatch, tokens, fan_in, whole_width, parts, fused, output):
@@ -496,7 +527,7 @@ def _kernels_per_layer(x: Inputs, p: ModelParameters):
     attention = ops.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout + 4.0 * eager_softmax(x))
     tp_collectives = ops.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel_active), 0.0)
     moe = 8.0 * x.n_moe_layers / x.n_layers  # router GEMM, top-k, permute, unpermute, grouped GEMMs
-    elementwise = 2 + 2 * x.rope + 2 + 1
+    elementwise = _elementwise_kernels(x)
     linears = x.linears_per_layer
     forward = linears + attention + elementwise + tp_collectives + moe
     weight_grads = ops.where(x.method == 0, linears, 0.0)
@@ -506,6 +537,16 @@ def _kernels_per_layer(x: Inputs, p: ModelParameters):
     full = x.full_recompute_share * (forward - x.checkpoint_early_stop * 2 * (1 - x.n_moe_layers / x.n_layers))
     recompute = ops.where(x.recompute == 2, full, ops.where(x.recompute == 1, selective, 0.0))
     return forward, backward + recompute
+
+
+def _elementwise_kernels(x: Inputs):
+    """Fused elementwise kernels of one layer's forward: 2 norms, rotary on q and k, 2 residual adds,
+    the activation; MLA adds its latent norms (1, or 2 with a query latent) and the 2
+    concatenations that assemble q and k."""
+    base = 2 + 2 * x.rope + 2 + 1
+    if not ops.any(x.mla > 0):
+        return base
+    return base + x.mla * (3.0 + (x.q_lora_rank > 0))
 
 
 def _op_level_kernels(x: Inputs):
@@ -538,7 +579,7 @@ def _small_ops_per_layer(x: Inputs, p: ModelParameters):
     A quantized base adds its dequantization ops per linear and use. These are single aten ops
     inside a module's forward, each costing `eager_op_host_us`.
     """
-    extra = (2 + 2 * x.rope + 2 + 1) * (eager_elementwise_scale(x, p) - 1)
+    extra = _elementwise_kernels(x) * (eager_elementwise_scale(x, p) - 1)
     adapters = x.adapted_linears * x.lora_forward_ops
     # a quantized base's dequantization around each of the layer's linears, every use
     dequant = x.quantized * x.dequant_ops * x.linears_per_layer
@@ -568,11 +609,39 @@ def _tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers, gemm):
     # the one after the down projection (its reduce-scatter half under sequence parallelism)
     skipped = x.checkpoint_early_stop * ops.where(x.sequence_parallel_active > 0, 0.5, 1.0)
     count = 4 + x.full_recompute_share * (2 - skipped) + _op_level_tp_collectives(x)
+    if ops.any(x.mla > 0):  # MLA gathers its narrow latents, not the hidden state, before attention
+        narrower = _mla_gather_saving(x)
+        count = count - (2 + x.full_recompute_share) * narrower
     exposed = layers * count * per_allreduce
+    if ops.any((x.etp == 1) & (x.n_moe_layers > 0)):
+        exposed = exposed - _folded_expert_tp_saving(x, layers) * per_allreduce
     if not ops.any(x.tp_comm_overlap > 0):
         return exposed
     overlapped = layers * _tensor_parallel_overlapped_s(x, p, nbytes, group, gemm)
     return ops.where((x.tp_comm_overlap > 0) & (x.tp > 1), overlapped, exposed)
+
+
+def _folded_expert_tp_saving(x: Inputs, layers):
+    """All-reduce units the MoE layers of a stage skip when their experts have no tensor
+    parallelism (expert_tp 1) and no shared expert: the router and the dispatch take each rank's
+    sequence-parallel tokens as they are, so no all-gather precedes the MLP and no reduce-scatter
+    follows it (Megatron-Core's MoE layer; one unit per pass). A shared expert is a TP MLP and
+    still gathers and scatters."""
+    folded = (x.etp == 1) & (x.n_shared_experts == 0) & (x.tp > 1)
+    moe_layers = layers * x.n_moe_layers / x.n_layers
+    return ops.where(folded, moe_layers * (2 + x.full_recompute_share), 0.0)
+
+
+def _mla_gather_saving(x: Inputs):
+    """All-reduce units per pass MLA saves under sequence parallelism: Megatron-Core runs the
+    replicated down projections on each rank's sequence shard and all-gathers their outputs (the
+    query latent, or the hidden state when queries have no latent, and the key/value latent with
+    the rotary key) instead of the hidden state before q/k/v (multi_latent_attention.py
+    get_query_key_value_tensors); that all-gather is half an all-reduce unit, its backward
+    reduce-scatter the other half."""
+    gathered = ops.where(x.q_lora_rank > 0, x.q_lora_rank, x.hidden) + x.kv_lora_rank + x.rope_head_dim
+    active = (x.mla > 0) & (x.sequence_parallel_active > 0)
+    return ops.where(active, 0.5 * (1 - gathered / x.hidden), 0.0)
 
 
 def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, gemm):
@@ -597,9 +666,9 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     moe = x.n_moe_layers / x.n_layers
     attention_fwd, attention_bwd, _ = gemm["attention"]
     mlp_fwd, mlp_bwd = ((1 - moe) * gemm["dense_mlp"][i] + moe * gemm["moe_mlp"][i] for i in (0, 1))
-    q = x.q_width_local
-    kv = 2 * x.kv_width_local
-    qkv_share = (q + kv) / (2 * q + kv)
+    # the input side's share of the block's GEMM FLOPs (MLA's replicated down projections counted
+    # as if split: their share is small)
+    qkv_share = 1 - x.n_heads * x.v_head_dim * x.hidden / attention_projection_weights(x)
     up = x.mlp_matrices - 1
     fc1_share = up / (up + 1)
     wgrad_share = ops.where(x.method == 0, 0.5, 0.0)  # frozen bases compute no weight gradient
@@ -664,19 +733,18 @@ def _context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_b
 
 def _ulysses_pass_s(x: Inputs, p: ModelParameters, tokens):
     """One layer's four all-to-alls in one pass (forward or backward): q and the attention output
-    (heads·head_dim per token each) and k and v (the key/value heads' width each), every rank
-    holding its 1/cp of the tokens."""
+    (heads·head_dim and heads·v_head_dim per token) and k and v (the key/value heads' widths), every
+    rank holding its 1/cp of the tokens."""
     group = comm.GroupLinks(x.cp, x.tp, x, p)
-    q_bytes = tokens * x.q_width_local * x.activation_bytes
-    kv_bytes = tokens * x.kv_width_local * x.activation_bytes
-    return 2 * comm.all_to_all_time_s(q_bytes, group) + 2 * comm.all_to_all_time_s(kv_bytes, group)
+    widths = (x.q_width_local, x.attention_out_local, x.kv_width_local, x.v_width_local)
+    return ops.total(comm.all_to_all_time_s(tokens * width * x.activation_bytes, group) for width in widths)
 
 
 def _context_parallel_pass_s(x: Inputs, p: ModelParameters, tokens):
     """One layer's ring exchange (or gather) of K and V in a forward pass (the backward moves twice
     that)."""
     group = comm.GroupLinks(x.cp, x.tp, x, p)
-    kv_bytes = tokens * 2 * x.kv_width_local * x.activation_bytes
+    kv_bytes = tokens * (x.kv_width_local + x.v_width_local) * x.activation_bytes
     return comm.all_gather_time_s(kv_bytes * x.cp, group)
 
 
@@ -698,8 +766,9 @@ def _expert_parallel_s(x: Inputs, p: ModelParameters, tokens):
     recomputed), each moving tokens·top_k·hidden activations (Lepikhin et al. 2020, GShard)."""
     if not ops.any(x.ep > 1):
         return 0.0
-    group = comm.GroupLinks(x.ep, x.tp * x.cp, x, p)
-    per_all_to_all = comm.all_to_all_time_s(tokens * x.top_k * x.hidden * x.activation_bytes, group)
+    group = comm.GroupLinks(x.ep, x.etp * x.cp, x, p)
+    dispatched = tokens * (x.etp / x.tp) * x.top_k * x.hidden * x.activation_bytes  # this rank's tokens
+    per_all_to_all = comm.all_to_all_time_s(dispatched, group)
     count = 4 + 2 * x.full_recompute_share
     return ops.where(x.ep > 1, x.moe_layers_per_stage * count * per_all_to_all, 0.0)
 
@@ -769,7 +838,7 @@ def _data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     dense_group = comm.GroupLinks(group, x.tp, x, p)
     any_experts = bool(ops.any(experts > 0))
     if any_experts:  # a dense model has no expert group to build
-        expert_group = comm.GroupLinks(ops.maximum(group / x.ep, 1.0), x.tp * x.cp * x.ep, x, p)
+        expert_group = comm.GroupLinks(ops.maximum(group * x.tp / (x.ep * x.etp), 1.0), x.etp * x.cp * x.ep, x, p)
     hybrid = bool(ops.any((x.dp_replicas > 1) & (x.zero >= 1)))
     if hybrid:  # HSDP: each reduced gradient shard is all-reduced across the group's replicas
         replica_group = comm.GroupLinks(x.dp_replicas, x.tp * x.zero_shard, x, p)

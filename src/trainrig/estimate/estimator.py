@@ -205,8 +205,9 @@ def _config(job: Job, n_params: int) -> dict[str, Any]:
         "model": job.model.name, "n_params": n_params, "gpu": hw.gpu.id, "n_gpus": hw.n_gpus,
         "n_nodes": hw.n_nodes, "gpus_per_node": hw.gpus_per_node, "intra_node": hw.intra_node.id,
         "inter_node": hw.inter_node.link.id if hw.inter_node else None,
-        "tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "dp": t.dp_degree, "vpp": t.vpp,
-        "zero": t.zero, "recompute": t.recompute, "micro_batch": t.micro_batch,
+        "tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "expert_tp": t.expert_tp or t.tp, "dp": t.dp_degree,
+        "vpp": t.vpp, "pipeline_layers": list(t.pipeline_layers) if t.pipeline_layers else None, "zero": t.zero,
+        "recompute": t.recompute, "micro_batch": t.micro_batch,
         "global_batch": t.global_batch, "grad_accum": t.micro_batches, "seq_len": t.seq_len,
         "precision": t.precision, "method": t.method, "framework": t.framework,
         "master_weights": t.master_weights, "quantization": t.base_quantization, "optimizer": t.optimizer,
@@ -324,6 +325,8 @@ def _projection_assumptions(job: Job) -> list[str]:
         return []
     qkv, gate_up = job.projections_fused()
     parts = ["q, k and v in one linear" if qkv else "q, k and v in 3 linears"]
+    if m.is_mla:
+        parts = ["latent attention's down and up projections as linears of their own"]
     if m.gated_mlp:
         parts.append("gate and up in one" if gate_up else "gate and up in 2")
     whose = f"{framework.name}'s model code" if framework.fused_qkv is not None else "fused, no framework model code"
@@ -378,6 +381,11 @@ def _pipeline_split_notes(job: Job) -> list[str]:
     t, n = job.training, job.model.n_layers
     if t.pp == 1:
         return []
+    if t.pipeline_layers:
+        stages = t.pipeline_layers
+        return [f"{n} layers on pp {t.pp} as given ({_runs(stages)} per stage): the fullest stages hold"
+                f" {max(stages)} layers and pace the step and peak memory; the first holds the embedding and the"
+                " last the output head"]
     slots = int(t.account_for_embedding_in_pipeline_split) + int(t.account_for_loss_in_pipeline_split)
     chunks = t.pp * t.vpp
     largest = -(-(n + slots) // chunks) * t.vpp
@@ -388,6 +396,17 @@ def _pipeline_split_notes(job: Job) -> list[str]:
     even = "evenly" if (n + slots) % chunks == 0 else "unevenly"
     return [f"{n} layers{counted} on pp {t.pp}{chunked} split {even}: the fullest stages hold {largest}"
             " layers and pace the step and peak memory"]
+
+
+def _runs(counts: tuple[int, ...]) -> str:
+    """Per-stage counts with repeats folded: (1, 2, 2, 2, 1) -> '1, 2×3, 1'."""
+    runs: list[list[int]] = []
+    for count in counts:
+        if runs and runs[-1][0] == count:
+            runs[-1][1] += 1
+        else:
+            runs.append([count, 1])
+    return ", ".join(f"{value}×{times}" if times > 1 else f"{value}" for value, times in runs)
 
 
 def _unmodelled(job: Job) -> list[str]:

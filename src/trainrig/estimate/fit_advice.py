@@ -140,7 +140,8 @@ def _candidates(job: Job) -> Iterator[tuple[str, dict]]:
             yield f"tp: {tp}", {"tp": tp, "dp": "auto"}
     for pp in (2 * t.pp, 4 * t.pp, 8 * t.pp):
         if t.dp_degree * t.pp % pp == 0 and model.n_layers % pp == 0:
-            yield f"pp: {pp}", {"pp": pp, "dp": "auto"}
+            explicit = {"pipeline_layers": None} if t.pipeline_layers else {}  # a split of the old pp
+            yield f"pp: {pp}", {"pp": pp, "dp": "auto", **explicit}
     if t.method == "full":
         yield "method: lora", {"method": "lora", "quantization": None}
     if t.method != "qlora":

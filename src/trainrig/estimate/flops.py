@@ -24,6 +24,7 @@ __all__ = [
     "model_flops_per_token",
     "hardware_flops_per_token",
     "op_level_recompute_flops_per_token",
+    "attention_projection_weights",
 ]
 
 
@@ -34,9 +35,7 @@ def attention_context(x: Inputs):
 
 def layer_gemm_flops_per_token(x: Inputs):
     """Forward GEMM FLOPs of all transformer layers for one token (MoE: only the routed experts)."""
-    q_width = x.n_heads * x.head_dim
-    kv_width = x.kv_heads * x.head_dim
-    projections = 2 * x.hidden * (2 * q_width + 2 * kv_width)
+    projections = 2 * attention_projection_weights(x)
     dense_mlp = 2 * x.hidden * x.ffn_hidden * x.mlp_matrices
     moe_mlp = 2 * x.hidden * x.mlp_matrices * (
         x.top_k * x.expert_ffn_hidden + x.n_shared_experts * x.shared_ffn_hidden
@@ -45,9 +44,26 @@ def layer_gemm_flops_per_token(x: Inputs):
     return x.n_layers * projections + dense_layers * dense_mlp + x.n_moe_layers * moe_mlp
 
 
+def attention_projection_weights(x: Inputs):
+    """Weights of one layer's attention linears, the multiply-adds they do per token: q, k, v and
+    o (GQA narrows k and v), or MLA's down and up projections and o (ModelSpec.mla_projections)."""
+    q_width = x.n_heads * x.head_dim
+    kv_heads = x.kv_heads
+    output = x.n_heads * x.v_head_dim * x.hidden
+    direct = x.hidden * (q_width + kv_heads * (x.head_dim + x.v_head_dim))
+    if not ops.any(x.mla > 0):
+        return direct + output
+    rank_q, rank_kv = x.q_lora_rank, x.kv_lora_rank
+    query = ops.where(rank_q > 0, x.hidden * rank_q + rank_q * q_width, x.hidden * q_width)
+    key_value = (x.hidden * (rank_kv + x.rope_head_dim)
+                 + rank_kv * x.n_heads * (x.head_dim - x.rope_head_dim + x.v_head_dim))
+    return ops.where(x.mla > 0, query + key_value, direct) + output
+
+
 def attention_flops_per_token(x: Inputs):
-    """Forward FLOPs of QKᵀ and attention·V for one token over all layers: 2 · 2·ctx·heads·d."""
-    return x.n_layers * 4 * attention_context(x) * x.n_heads * x.head_dim
+    """Forward FLOPs of QKᵀ and attention·V for one token over all layers: 2·ctx·heads·d_qk +
+    2·ctx·heads·d_v (4·ctx·heads·d with one head width)."""
+    return x.n_layers * 2 * attention_context(x) * x.n_heads * (x.head_dim + x.v_head_dim)
 
 
 def logits_flops_per_token(x: Inputs):
@@ -71,8 +87,15 @@ def op_level_recompute_flops_per_token(x: Inputs):
     `_op_level_recomputed_gemms`): k and a gated dense MLP's up projection where each is a linear
     of its own, and o (kept as its reduce-scattered output under sequence parallelism)."""
     redo_k, redo_o, redo_up = x.op_level_redone_linears
-    attention = 2 * x.hidden * (redo_k * x.kv_heads * x.head_dim + redo_o * x.n_heads * x.head_dim)
+    attention = 2 * (redo_k * op_level_key_weights(x) + redo_o * x.n_heads * x.v_head_dim * x.hidden)
     return x.n_layers * attention + (x.n_layers - x.n_moe_layers) * redo_up * 2 * x.hidden * x.ffn_hidden
+
+
+def op_level_key_weights(x: Inputs):
+    """Weights of the key linear op-level selective recompute redoes: k, or under MLA the key/value
+    up projection (the policy's even matmul there; see core._op_level_recomputed_gemms)."""
+    mla_up = x.kv_lora_rank * x.n_heads * (x.head_dim - x.rope_head_dim + x.v_head_dim)
+    return ops.where(x.mla > 0, mla_up, x.hidden * x.kv_heads * x.head_dim)
 
 
 def hardware_flops_per_token(x: Inputs):

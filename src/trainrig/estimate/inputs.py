@@ -15,7 +15,7 @@ import numpy as np
 
 from trainrig.estimate import ops
 from trainrig.estimate.params import ModelParameters
-from trainrig.specs import Job, ModelSpec
+from trainrig.specs import Job, ModelSpec, TrainingSpec
 from trainrig.specs.job import resolve_attention_kernel, resolve_fp8_recipe
 
 __all__ = ["Inputs", "inputs_from_job", "model_fields", "RECOMPUTE_CODE", "METHOD_CODE", "stack_inputs",
@@ -88,7 +88,12 @@ class Inputs:
     hidden: Any
     n_heads: Any
     kv_heads: Any
-    head_dim: Any
+    head_dim: Any  # query/key width per head
+    v_head_dim: Any  # value (and attention-output) width per head
+    rope_head_dim: Any  # rotary part of each query/key head (all of it but under MLA)
+    mla: Any  # 1 = multi-head latent attention (ModelSpec.kv_lora_rank)
+    q_lora_rank: Any  # MLA's query latent (0 = queries straight from the hidden state)
+    kv_lora_rank: Any  # MLA's key/value latent (0 without MLA)
     ffn_hidden: Any
     mlp_matrices: Any  # 3 gated, 2 plain
     vocab: Any
@@ -101,7 +106,8 @@ class Inputs:
     shared_ffn_hidden: Any
     # parameter counts (whole model)
     params_total: Any
-    params_attention_per_layer: Any
+    params_attention_per_layer: Any  # split over tensor parallelism
+    params_attention_replicated_per_layer: Any  # whole on every TP rank (MLA's down projections, latent norms)
     params_dense_mlp_per_layer: Any
     params_expert: Any  # one routed expert
     params_moe_shared_per_layer: Any  # shared experts + router of one MoE layer
@@ -116,10 +122,15 @@ class Inputs:
     pp: Any
     cp: Any
     ep: Any
+    expert_tp: Any  # tensor-parallel degree of the routed experts (TrainingSpec.expert_tp); 0 = tp
     dp: Any
     vpp: Any
     pp_embedding_slot: Any  # 1: the embedding takes a layer-slot of the pipeline split (see TrainingSpec)
     pp_loss_slot: Any  # 1: the output layer and loss take one
+    pipeline_explicit: Any  # 1: TrainingSpec.pipeline_layers gives each stage's layers
+    pipeline_first_layers: Any  # its first stage's layers (beside the embedding)
+    pipeline_last_layers: Any  # its last stage's (beside the output head)
+    pipeline_max_layers: Any  # its fullest stage's
     pp_schedule: Any  # PP_SCHEDULE_CODE: 0 1F1B (interleaved with vpp > 1), 1 GPipe, 2 ZB-H1
     zero: Any
     recompute: Any
@@ -291,10 +302,19 @@ class Inputs:
 
     @cached_property
     def stage_slots(self):
-        """Layer-slots per pipeline stage: vpp·ceil((n + slots) / (pp·vpp)); n on one stage."""
+        """Layer-slots per pipeline stage: vpp·ceil((n + slots) / (pp·vpp)); n on one stage; the
+        fullest stage's layers of an explicit split."""
         slots = ops.where(self.pp > 1, self.pp_embedding_slot + self.pp_loss_slot, 0.0)
         per_chunk = ops.ceil((self.n_layers + slots) / (self.pp * self.vpp))
-        return ops.where(self.pp > 1, per_chunk * self.vpp, self.n_layers)
+        even = ops.where(self.pp > 1, per_chunk * self.vpp, self.n_layers)
+        return ops.where(self.pipeline_explicit > 0, self.pipeline_max_layers, even)
+
+    @cached_property
+    def first_stage_layers(self):
+        """Transformer layers beside the embedding on the first stage: the fullest stage's, less the
+        layer the embedding's slot takes; an explicit split's first count."""
+        slotted = self.stage_slots - ops.where(self.pp > 1, self.pp_embedding_slot, 0.0)
+        return ops.where(self.pipeline_explicit > 0, self.pipeline_first_layers, slotted)
 
     @cached_property
     def moe_layers_per_stage(self):
@@ -308,7 +328,8 @@ class Inputs:
     def end_stage_layers(self):
         """Transformer layers beside the output head on the last stage: one fewer than the fullest
         stage where the loss takes a slot (only that stage's chunk holding it loses the layer)."""
-        return self.stage_slots - ops.where(self.pp > 1, self.pp_loss_slot, 0.0)
+        slotted = self.stage_slots - ops.where(self.pp > 1, self.pp_loss_slot, 0.0)
+        return ops.where(self.pipeline_explicit > 0, self.pipeline_last_layers, slotted)
 
     @property
     def params_head(self):
@@ -334,8 +355,9 @@ class Inputs:
 
     @property
     def qkv_linears(self):
-        """Linears projecting q, k and v: 1 fused, 3 apart."""
-        return 3 - 2 * self.fused_qkv
+        """Linears projecting q, k and v: 1 fused, 3 apart; MLA's down and up projections (4, or 3
+        with queries projected in one linear)."""
+        return ops.where(self.mla > 0, 3.0 + (self.q_lora_rank > 0), 3 - 2 * self.fused_qkv)
 
     @property
     def mlp_input_linears(self):
@@ -353,7 +375,25 @@ class Inputs:
         """Adapters on the q/k/v side: one per targeted linear, so a fused q/k/v linear carries one
         however many of its parts are targeted (PEFT on Qwen-1's `c_attn`, LitGPT's LoRAQKVLinear)."""
         parts = self.lora_q + self.lora_k + self.lora_v
-        return ops.where(self.fused_qkv > 0, ops.minimum(parts, 1.0), parts)
+        adapted = ops.where(self.fused_qkv > 0, ops.minimum(parts, 1.0), parts)
+        if not ops.any(self.mla > 0):
+            return adapted
+        latent = self.lora_q * (1.0 + (self.q_lora_rank > 0)) + 2 * ops.maximum(self.lora_k, self.lora_v)
+        return ops.where(self.mla > 0, latent, adapted)
+
+    def mla_adapted_widths(self, tp=1.0):
+        """(fan-in, fan-out) summed over the MLA query and key/value linears that carry adapters
+        (lora q: its query linears; k or v: the key/value down and up projections), the up
+        projections' outputs split over `tp`."""
+        has_q_latent = self.q_lora_rank > 0
+        q_width = self.n_heads * self.head_dim / tp
+        kv_up = self.n_heads * (self.head_dim - self.rope_head_dim + self.v_head_dim) / tp
+        key_value = ops.maximum(self.lora_k, self.lora_v)
+        fan_in = (self.lora_q * (self.hidden + ops.where(has_q_latent, self.q_lora_rank, 0.0))
+                  + key_value * (self.hidden + self.kv_lora_rank))
+        fan_out = (self.lora_q * (q_width + ops.where(has_q_latent, self.q_lora_rank, 0.0))
+                   + key_value * (self.kv_lora_rank + self.rope_head_dim + kv_up))
+        return fan_in, fan_out
 
     @property
     def adapted_mlp_input_linears(self):
@@ -371,14 +411,43 @@ class Inputs:
 
     @property
     def q_width_local(self):
-        """Query (and attention-output) width on one TP rank: its heads × head_dim."""
+        """Query width on one TP rank: its heads × head_dim."""
         return self.n_heads * self.head_dim / self.tp
 
     @property
     def kv_width_local(self):
-        """Key (or value) width on one TP rank: its KV heads × head_dim, at least one head (a KV head
-        is replicated when TP exceeds the KV heads, as Megatron does)."""
+        """Key width on one TP rank: its KV heads × head_dim, at least one head (a KV head is
+        replicated when TP exceeds the KV heads, as Megatron does). MLA: every head's key."""
         return self.head_dim * ops.maximum(self.kv_heads / self.tp, 1.0)
+
+    @property
+    def v_width_local(self):
+        """Value width on one TP rank: its KV heads × v_head_dim (at least one head, as keys)."""
+        return self.v_head_dim * ops.maximum(self.kv_heads / self.tp, 1.0)
+
+    @property
+    def attention_out_local(self):
+        """Attention output width on one TP rank, the output projection's input: heads × v_head_dim."""
+        return self.n_heads * self.v_head_dim / self.tp
+
+    @property
+    def etp(self):
+        """Tensor-parallel degree of the routed experts: `expert_tp`, else tp (a planner's or a
+        sweep's tp carries over)."""
+        return ops.where(self.expert_tp > 0, self.expert_tp, self.tp)
+
+    @property
+    def mla_latent_width(self):
+        """MLA's down-projection outputs per token: the query latent, the key/value latent and the
+        shared rotary key (0 without MLA)."""
+        return self.mla * (self.q_lora_rank + self.kv_lora_rank + self.rope_head_dim)
+
+    @property
+    def mla_down_tokens_share(self):
+        """Share of a micro-batch's tokens MLA's replicated down projections run on per TP rank: its
+        sequence shard under sequence parallelism (Megatron-Core runs them before gathering the
+        latents), else every token on every rank."""
+        return ops.where(self.sequence_parallel_active > 0, 1 / self.tp, 1.0)
 
     @property
     def sequence_parallel_active(self):
@@ -425,16 +494,30 @@ def inputs_from_job(job: Job, params: ModelParameters, python_floats: bool = Fal
     return Inputs.from_numbers(dict(zip(fields, numbers.tolist() if python_floats else numbers, strict=True)))
 
 
+def _explicit_pipeline_fields(t: TrainingSpec) -> dict[str, float]:
+    """An explicit per-stage split as its first, last and fullest stage (zeros when unset)."""
+    layers = t.pipeline_layers if t.pipeline_layers and t.pp > 1 else None
+    if layers is None:
+        return dict(pipeline_explicit=0.0, pipeline_first_layers=0.0, pipeline_last_layers=0.0,
+                    pipeline_max_layers=0.0)
+    return dict(pipeline_explicit=1.0, pipeline_first_layers=float(layers[0]),
+                pipeline_last_layers=float(layers[-1]), pipeline_max_layers=float(max(layers)))
+
+
 def model_fields(m: ModelSpec) -> dict[str, float]:
     """The model's shape and parameter counts as the numbers the core uses."""
     return dict(
         n_layers=m.n_layers, n_moe_layers=m.n_moe_layers, hidden=m.hidden, n_heads=m.n_heads,
-        kv_heads=m.kv_heads, head_dim=m.head_width, ffn_hidden=m.ffn_hidden,
+        kv_heads=m.kv_heads, head_dim=m.head_width, v_head_dim=m.value_head_width, rope_head_dim=m.rope_head_width,
+        mla=float(m.is_mla), q_lora_rank=m.q_lora_rank or 0, kv_lora_rank=m.kv_lora_rank or 0,
+        ffn_hidden=m.ffn_hidden,
         mlp_matrices=3 if m.gated_mlp else 2, vocab=m.vocab,
         context_len_cap=float(m.sliding_window or np.inf), rope=float(m.position_embedding == "rope"),
         n_experts=m.n_experts, top_k=m.top_k if m.is_moe else 0, expert_ffn_hidden=m.expert_ffn,
         n_shared_experts=m.n_shared_experts, shared_ffn_hidden=m.shared_ffn,
-        params_total=m.n_params, params_attention_per_layer=m.attention_params_per_layer,
+        params_total=m.n_params,
+        params_attention_per_layer=m.attention_params_per_layer - m.attention_replicated_params_per_layer,
+        params_attention_replicated_per_layer=m.attention_replicated_params_per_layer,
         params_dense_mlp_per_layer=m.mlp_params(m.ffn_hidden),
         params_expert=m.mlp_params(m.expert_ffn) if m.is_moe else 0,
         params_moe_shared_per_layer=(m.n_shared_experts * m.mlp_params(m.shared_ffn)
@@ -531,9 +614,11 @@ def _training_fields(job: Job) -> dict[str, float]:
     adapter_ops = _adapter_host_ops(fw)
     return dict(
         seq_len=t.seq_len, micro_batch=t.micro_batch,
-        global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, dp=t.dp_degree, vpp=t.vpp,
+        global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, expert_tp=t.expert_tp or 0,
+        dp=t.dp_degree, vpp=t.vpp,
         pp_embedding_slot=float(t.account_for_embedding_in_pipeline_split),
-        pp_loss_slot=float(t.account_for_loss_in_pipeline_split), pp_schedule=PP_SCHEDULE_CODE[t.pp_schedule],
+        pp_loss_slot=float(t.account_for_loss_in_pipeline_split), **_explicit_pipeline_fields(t),
+        pp_schedule=PP_SCHEDULE_CODE[t.pp_schedule],
         zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
         recompute_num_layers=float(t.recompute_num_layers or np.inf), dp_shard=float(t.dp_shard or t.dp_degree),
         sequence_parallel=float(t.sequence_parallel),

@@ -177,12 +177,15 @@ def sweep_inputs(job: Job, params: ModelParameters, changes: dict[str, np.ndarra
     return base.with_values(**arrays), np.arange(n_candidates)
 
 
-def gpu_counts(model_parallel: int, cp: int, ep: int, gpus_per_node: int, max_gpus: int) -> np.ndarray:
+def gpu_counts(model_parallel: int, cp: int, ep: int, gpus_per_node: int, max_gpus: int, tp: int = 1,
+               expert_tp: int | None = None) -> np.ndarray:
     """GPU counts a job of this layout can run on, growing only dp: model_parallel·dp GPUs that fill
-    part of one node or whole nodes, with ep dividing dp·cp, up to `max_gpus`."""
+    part of one node or whole nodes, with ep dividing dp·cp (ep·expert_tp dividing tp·dp·cp when the
+    experts' tensor parallelism is set apart), up to `max_gpus`."""
     dp = np.arange(1, max(int(max_gpus) // int(model_parallel), 0) + 1)
     n_gpus = dp * model_parallel
-    valid = ((n_gpus <= gpus_per_node) | (n_gpus % gpus_per_node == 0)) & ((dp * cp) % ep == 0)
+    expert_ranks = ep * (expert_tp or tp)
+    valid = ((n_gpus <= gpus_per_node) | (n_gpus % gpus_per_node == 0)) & ((dp * cp * tp) % expert_ranks == 0)
     return n_gpus[valid]
 
 

@@ -60,9 +60,12 @@ def lora_parameters_per_layer(x: Inputs):
     """Adapter parameters of one layer: rank·(fan_in + fan_out) for every adapted linear (Hu et al.
     2021). A plain (ungated) MLP has no gate: `gate` then means its first linear, like `up`."""
     q_width = x.n_heads * x.head_dim
-    kv_width = x.kv_heads * x.head_dim
-    attention = (x.lora_q * (x.hidden + q_width) + x.lora_k * (x.hidden + kv_width)
-                 + x.lora_v * (x.hidden + kv_width) + x.lora_o * (q_width + x.hidden))
+    k_width, v_width = x.kv_heads * x.head_dim, x.kv_heads * x.v_head_dim
+    attention = (x.lora_q * (x.hidden + q_width) + x.lora_k * (x.hidden + k_width)
+                 + x.lora_v * (x.hidden + v_width) + x.lora_o * (x.n_heads * x.v_head_dim + x.hidden))
+    if ops.any(x.mla > 0):  # MLA: adapters on its query and key/value linears (Inputs.mla_adapted_widths)
+        latent = ops.total(x.mla_adapted_widths()) + x.lora_o * (x.n_heads * x.v_head_dim + x.hidden)
+        attention = ops.where(x.mla > 0, latent, attention)
     mlp = (x.adapted_first_mlp + x.lora_down) * (x.hidden + x.ffn_hidden)
     return x.lora_rank * (attention + mlp)
 
@@ -80,16 +83,16 @@ def local_parameter_counts(x: Inputs):
     """Parameters one GPU of the largest pipeline stage holds, before ZeRO sharding.
 
     Returns (dense, expert): dense = everything but routed experts, divided by tensor parallelism
-    (norms replicated); experts divided by ep·tp (expert tensor parallelism follows tp, as
-    Megatron-Core's default).
+    (norms and MLA's down projections replicated); experts divided by ep·etp (expert tensor
+    parallelism follows tp unless `expert_tp` says, as in Megatron-Core).
     """
     layers = x.layers_per_stage
     moe_layers = x.moe_layers_per_stage
     dense_layers = layers - moe_layers
-    per_layer = x.params_attention_per_layer / x.tp + x.params_norms_per_layer
+    per_layer = x.params_attention_per_layer / x.tp + x.params_attention_replicated_per_layer + x.params_norms_per_layer
     dense = layers * per_layer + dense_layers * x.params_dense_mlp_per_layer / x.tp
     dense = dense + moe_layers * x.params_moe_shared_per_layer / x.tp
-    experts = moe_layers * x.n_experts * x.params_expert / (x.ep * x.tp)
+    experts = moe_layers * x.n_experts * x.params_expert / (x.ep * x.etp)
     dense = dense + _stage_end_parameters(x, (dense + experts) / ops.maximum(layers, 1.0))
     dense = dense + x.params_norms_per_layer / 2  # + the final norm
     return dense, experts
@@ -99,11 +102,11 @@ def _stage_end_parameters(x: Inputs, layer_params):
     """Embedding or head on the fullest stage, net of the layer it displaces where it takes a
     pipeline slot: that stage then holds max(L layers, L − 1 layers + the end) (Megatron-Core
     account_for_embedding/loss_in_pipeline_split)."""
-    slotted = (x.pp > 1) & ((x.pp_embedding_slot + x.pp_loss_slot) > 0)
+    slotted = (x.pp > 1) & (((x.pp_embedding_slot + x.pp_loss_slot) > 0) | (x.pipeline_explicit > 0))
     if not ops.any(slotted):
         return _end_parameters(x)
-    # the end stages' layer counts relative to the fullest stage's (0 or −1)
-    first = x.stage_slots - x.pp_embedding_slot - x.layers_per_stage
+    # the end stages' layer counts relative to the fullest stage's (0 or −1; any for an explicit split)
+    first = x.first_stage_layers - x.layers_per_stage
     last = x.end_stage_layers - x.layers_per_stage
     embedding = x.params_embedding / x.tp + first * layer_params
     head = x.params_head / x.tp + last * layer_params
@@ -174,7 +177,8 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     e = x.activation_bytes
     tokens = x.micro_batch * x.seq_len / x.cp
     rep = ops.where(x.sequence_parallel_active > 0, x.tp, 1.0)
-    kv_width_local, q_width_local = x.kv_width_local, x.q_width_local
+    kv_width_local, q_width_local, v_width_local = x.kv_width_local, x.q_width_local, x.v_width_local
+    out_local = x.attention_out_local
     full = x.method == 0
     gated = x.mlp_matrices == 3
     # With flash attention there are no scores for selective recompute to drop; the op-level policy
@@ -197,10 +201,12 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     norm_in = ops.where((x.fused_kernels > 0) | (x.eager_norm_upcast == 0), e, 4.0 + ops.where(full, e, 0.0))
     norm_outputs = ops.where(op_level, 0.0, linear_input(attention_in) + linear_input(mlp_in))
     replicated = (2 * norm_in + 2 * x.dropout) * x.hidden / rep + norm_outputs * x.hidden / rep
-    qkv = e * (q_width_local + 2 * kv_width_local)
-    attention = qkv + e * q_width_local  # Q, K, V and the attention output
+    qkv = e * (q_width_local + kv_width_local + v_width_local)
+    attention = qkv + e * out_local  # Q, K, V and the attention output
     attention = attention + x.fused_qkv_view_saved * e * (q_width_local + kv_width_local)  # whole QKV output kept
-    o_input = ops.where(full, 0.0, x.lora_o * adapter_copy) * q_width_local  # o reads the attention output
+    if ops.any(x.mla > 0):
+        attention = attention + x.mla * _mla_latent_bytes(x, e, keeps_input)
+    o_input = ops.where(full, 0.0, x.lora_o * adapter_copy) * out_local  # o reads the attention output
     keys = ops.minimum(x.seq_len, x.context_len_cap)
     scores = (1 - x.flash_attention) * (e + x.dropout * (1 + e)) * x.n_heads / x.tp * keys
     scores = ops.where(recompute >= 1, 0.0, scores)  # selective recompute drops exactly these
@@ -233,18 +239,30 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     # One linear for q, k and v is the first matmul, kept whole, and o the second; one for gate and
     # up is kept whole, and the down projection after it comes at an even count (q k v o w1w3 w2, or
     # qkv o w1w3 w2), so it is redone: its output is kept only when gate and up are apart.
-    kept_projections = ops.where(x.fused_qkv > 0, q_width_local + 2 * kv_width_local, q_width_local + kv_width_local)
+    kept_projections = ops.where(x.fused_qkv > 0, q_width_local + kv_width_local + v_width_local,
+                                 q_width_local + v_width_local)
     down_output = ops.where(gated & (x.fused_gate_up == 0), x.hidden, 0.0)
     first_mlp = ops.where(gated & (x.fused_gate_up > 0), 2.0, 1.0) * x.ffn_hidden / x.tp
     dense_op_mlp = e * (first_mlp + down_output)
     reduce_scattered = ops.where((x.tp > 1) & (x.sequence_parallel_active > 0), 2 * e * x.hidden / x.tp, 0.0)
-    op_set = (e * x.hidden / rep + e * (kept_projections + q_width_local) + lse + reduce_scattered
+    op_set = (e * x.hidden / rep + e * (kept_projections + out_local) + lse + reduce_scattered
               + (1 - moe_fraction) * dense_op_mlp + moe_fraction * moe_mlp)
     whole = ops.where(op_level & full, tokens * op_set, whole)
     # full recompute keeps only the layer input of the layers it redoes (recompute_num_layers: its
     # share of the stage), the others keep their whole set
     share = ops.where(recompute == 2, x.full_recompute_share if recompute_override is None else 1.0, 0.0)
     return ops.where(recompute == 2, share * layer_input + (1 - share) * whole, whole), whole
+
+
+def _mla_latent_bytes(x: Inputs, e, keeps_input):
+    """Bytes per token MLA's latents add to a layer's saved set on one GPU: each latent norm's input
+    and its output (the up projection's input, kept where that weight trains or a quantized
+    linear keeps it); on the down projections' tokens (their sequence shard under sequence
+    parallelism), since both latents are narrow and cheaper to keep than to gather again. The
+    assembled q and k and the up projection's v are the Q, K, V counted with every attention."""
+    latents = x.q_lora_rank + x.kv_lora_rank
+    up_inputs = ops.where(keeps_input, 1.0, 0.0)
+    return e * latents * (1.0 + up_inputs) * x.mla_down_tokens_share
 
 
 def op_level_recompute(x: Inputs, recompute=None):
@@ -260,7 +278,7 @@ def in_flight_layers(x: Inputs):
     keeps min(pp, m) micro-batches in flight on it), or the second where an embedding slot took one
     of the first stage's layers (min(pp − 1, m) in flight)."""
     layers_per_stage = x.layers_per_stage
-    first = x.stage_slots - ops.where(x.pp > 1, x.pp_embedding_slot, 0.0)
+    first = x.first_stage_layers
     one_f_one_b = ops.maximum(first * ops.minimum(x.pp, x.micro_batches),
                              layers_per_stage * ops.minimum(x.pp - 1, x.micro_batches))
     # GPipe runs every micro-batch's forward before the first backward: all of them in flight
@@ -311,7 +329,7 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     dense, experts = local_parameter_counts(x)
     trainable_dense, trainable_expert = trainable_parameter_counts(x)
     shard_dense = x.zero_shard  # dp · cp, or the HSDP shard group
-    shard_expert = ops.maximum(x.zero_shard / x.ep, 1.0)
+    shard_expert = ops.maximum(x.zero_shard * x.tp / (x.ep * x.etp), 1.0)  # the experts' data-parallel ranks
     full = x.method == 0
 
     def sharded(count_dense, count_expert, on):

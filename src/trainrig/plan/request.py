@@ -24,9 +24,11 @@ OBJECTIVES = ("cost", "time", "pareto")
 METHODS = ("full", "lora", "qlora")
 SECONDS_PER_DAY = 86400.0
 # Training fields the planner chooses; a job file's values for them are replaced, not used
-# (`dp_shard` too: the planner shards over all of dp, HSDP is not searched).
+# (`dp_shard`, `expert_tp` and the explicit pipeline split too: the planner shards over all of dp,
+# gives the experts the layout's tp and splits layers evenly; none of those is searched).
 LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "dp", "vpp", "grad_accum", "micro_batch", "global_batch", "zero",
-                 "recompute", "sequence_parallel", "dp_shard")
+                 "recompute", "sequence_parallel", "dp_shard", "expert_tp", "pipeline_layers",
+                 "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers")
 
 
 @dataclass(frozen=True)

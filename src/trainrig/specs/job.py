@@ -11,6 +11,7 @@ from trainrig.specs.base import (
     MAX_BATCH,
     MAX_FIGURE,
     MAX_GPUS,
+    MAX_LAYERS,
     MAX_SEQ_LEN,
     MAX_TOKENS,
     MAX_WIDTH,
@@ -84,7 +85,13 @@ class TrainingSpec(FrozenSpec):
     cp: int = Field(default=1, gt=0, le=MAX_GPUS)
     """Context-parallel degree (the sequence split across GPUs)."""
     ep: int = Field(default=1, gt=0, le=MAX_GPUS)
-    """Expert-parallel degree (MoE only), carved out of dp × cp."""
+    """Expert-parallel degree (MoE only), carved out of dp × cp, or of tp × dp × cp with an
+    `expert_tp` below tp."""
+    expert_tp: int | None = Field(default=None, gt=0, le=MAX_GPUS)
+    """Tensor-parallel degree of the routed experts (Megatron-Core `expert_tensor_parallel_size`);
+    unset = tp. Below tp, the experts' ranks fold the tensor-parallel ones into expert parallelism
+    (MoE parallel folding, Liu et al. 2024): ep · expert_tp must divide tp · dp · cp, and each
+    rank runs whole-width experts (expert_tp 1) on its sequence-parallel share of the tokens."""
     dp: int | Literal["auto"] = "auto"
     """Data-parallel degree; `auto` = n_gpus / (tp · pp · cp)."""
     vpp: int = Field(default=1, gt=0, le=MAX_GPUS)
@@ -103,6 +110,18 @@ class TrainingSpec(FrozenSpec):
     schedule (Qi et al. 2024, ICLR, §2.1; torchtitan's zero-bubble schedules, sail-sg's Megatron):
     the backward split into the input gradient (B) and the weight gradient (W), W filling the tail,
     so the bubble is (pp − 1)·(F + B − W) instead of (pp − 1)·(F + B + W), at 1F1B's memory."""
+    pipeline_layers: tuple[int, ...] | None = None
+    """Transformer layers on each pipeline stage, first to last (pp counts summing to the model's
+    layers), for a split the frameworks' even rule does not give: Megatron-Core's
+    `pipeline_model_parallel_layout`, torchtitan's per-stage module lists. The first stage also holds
+    the embedding, the last the output head; with vpp > 1 each count is the stage's chunks together.
+    Unset = the even split (with the `account_for_*` slots)."""
+    decoder_first_pipeline_num_layers: int | None = Field(default=None, ge=0, le=MAX_LAYERS)
+    """Megatron-Core's: the first stage's transformer layers, the others' split evenly over the
+    remaining stages (with `decoder_last_pipeline_num_layers`, the middle ones); resolves into
+    `pipeline_layers`."""
+    decoder_last_pipeline_num_layers: int | None = Field(default=None, ge=0, le=MAX_LAYERS)
+    """Megatron-Core's: the last stage's transformer layers (see decoder_first_pipeline_num_layers)."""
     account_for_embedding_in_pipeline_split: bool = False
     """The embedding counts as one layer-slot of the pipeline split, so the first stage holds one
     transformer layer fewer (Megatron-Core TransformerConfig field of the same name)."""
@@ -185,7 +204,8 @@ class TrainingSpec(FrozenSpec):
     """Adapter rank for LoRA/QLoRA."""
     lora_targets: LoraTargets = "all-linear"
     """Which linears carry adapters: `all-linear`, `attention` (q, k, v, o) or a list of
-    q, k, v, o, gate, up, down (Hugging Face, torchtune and LitGPT module names are accepted)."""
+    q, k, v, o, gate, up, down (Hugging Face, torchtune and LitGPT module names are accepted). On a
+    latent-attention model q adapts its query linears and k or v its key/value down and up projections."""
     train_embeddings: bool = False
     """LoRA/QLoRA: the embedding and output head are trained in full beside the adapters."""
     quantization: Literal["none", "nf4", "nf4-double", "int8", "gptq-int4"] | None = None
@@ -384,14 +404,18 @@ class Job(FrozenSpec):
 
     def projections_fused(self) -> tuple[bool, bool]:
         """(q/k/v one linear, gate/up one linear): as the model says, else as the framework's own
-        model code has them, else fused (one linear each)."""
+        model code has them, else fused (one linear each). Multi-head latent attention has no q/k/v
+        linear to fuse: its query and key/value paths are linears of their own."""
         m, fw = self.model, self.framework
         qkv = m.fused_qkv if m.fused_qkv is not None else fw.fused_qkv
         gate_up = m.fused_gate_up if m.fused_gate_up is not None else fw.fused_gate_up
-        return qkv is not False, gate_up is not False
+        return qkv is not False and not m.is_mla, gate_up is not False
 
 
 def _resolved_training(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> TrainingSpec:
+    if t.decoder_first_pipeline_num_layers is not None or t.decoder_last_pipeline_num_layers is not None:
+        t = t.model_copy(update={"pipeline_layers": _pipeline_layers(model, t),
+                                 "decoder_first_pipeline_num_layers": None, "decoder_last_pipeline_num_layers": None})
     if t.dp == "auto":
         if hw.n_gpus % t.model_parallel:
             raise TrainrigError(
@@ -509,9 +533,42 @@ def _check_finetuning(t: TrainingSpec) -> None:
                             f"{t.packed_sample_len} exceeds seq_len {t.seq_len}, the packed sequence.")
 
 
+def _pipeline_layers(model: ModelSpec, t: TrainingSpec) -> tuple[int, ...] | None:
+    """Megatron-Core's first/last-stage layer counts as the per-stage list: the layers left split
+    evenly over the stages between (Megatron-Core refuses a remainder, and so do we)."""
+    first, last = t.decoder_first_pipeline_num_layers, t.decoder_last_pipeline_num_layers
+    if first is None and last is None:
+        return t.pipeline_layers
+    field = "training.decoder_first_pipeline_num_layers" if first is not None else (
+        "training.decoder_last_pipeline_num_layers")
+    if t.pipeline_layers is not None:
+        raise TrainrigError(field, "gives part of the split that pipeline_layers gives whole; set one of them.")
+    ends = [n for n in (first, last) if n is not None]
+    middle_stages, middle_layers = t.pp - len(ends), model.n_layers - sum(ends)
+    if t.pp < 2 or middle_layers < 0 or (middle_stages == 0 and middle_layers) or (
+            middle_stages and middle_layers % middle_stages):
+        raise TrainrigError(field, f"leaves {middle_layers} of the {model.n_layers} layers for {middle_stages}"
+                                   f" other stage(s) of pp {t.pp}, which do not split them evenly.")
+    each = middle_layers // middle_stages if middle_stages else 0
+    return ((first,) if first is not None else ()) + (each,) * middle_stages + ((last,) if last is not None else ())
+
+
+def _check_explicit_pipeline(model: ModelSpec, t: TrainingSpec) -> None:
+    layers = t.pipeline_layers
+    if layers is None:
+        return
+    if len(layers) != t.pp or sum(layers) != model.n_layers or min(layers) < 0:
+        raise TrainrigError("training.pipeline_layers", f"needs pp = {t.pp} counts of zero or more that sum to the"
+                                                        f" model's {model.n_layers} layers (got {list(layers)}).")
+    if t.account_for_embedding_in_pipeline_split or t.account_for_loss_in_pipeline_split:
+        raise TrainrigError("training.pipeline_layers", "places every stage's layers itself; the"
+                                                        " account_for_*_in_pipeline_split slots do not apply.")
+
+
 def _check_pipeline_split(model: ModelSpec, t: TrainingSpec) -> None:
     """Any pp·vpp up to the layer count: an uneven split is paced by its fullest stage (see
     Inputs.layers_per_stage), but every pipeline chunk needs a layer."""
+    _check_explicit_pipeline(model, t)
     if t.pp * t.vpp > model.n_layers:
         field = "training.vpp" if t.pp <= model.n_layers else "training.pp"
         raise TrainrigError(field, f"pp·vpp = {t.pp * t.vpp} exceeds the model's {model.n_layers} layers;"
@@ -551,19 +608,25 @@ def _check_overlap(model: ModelSpec, t: TrainingSpec) -> None:
 
 
 def _check_experts(model: ModelSpec, t: TrainingSpec) -> None:
-    if t.ep == 1:
+    if t.ep == 1 and t.expert_tp is None:
         return
     if not model.is_moe:
-        raise TrainrigError("training.ep", "expert parallelism needs an MoE model (n_experts > 0).")
+        field = "training.ep" if t.ep > 1 else "training.expert_tp"
+        raise TrainrigError(field, "applies to the experts of an MoE model (n_experts > 0).")
     if model.n_experts % t.ep:
         raise TrainrigError(
             "training.ep",
             f"{t.ep} does not divide the {model.n_experts} experts; valid: {divisors_text(model.n_experts)}.",
         )
-    if (t.dp_degree * t.cp) % t.ep:
+    expert_tp = t.expert_tp or t.tp
+    if t.expert_tp is None and (t.dp_degree * t.cp) % t.ep:
         raise TrainrigError(
-            "training.ep", f"{t.ep} must divide dp·cp = {t.dp_degree * t.cp} (experts are sharded across it)."
+            "training.ep", f"{t.ep} must divide dp·cp = {t.dp_degree * t.cp} (experts are sharded across it);"
+            " with expert_tp below tp it may span the tensor-parallel ranks too."
         )
+    if (t.tp * t.dp_degree * t.cp) % (t.ep * expert_tp):
+        raise TrainrigError("training.expert_tp", f"ep · expert_tp = {t.ep * expert_tp} must divide tp·dp·cp ="
+                            f" {t.tp * t.dp_degree * t.cp} (the ranks the experts are laid over).")
 
 
 # Attention kernels and fp8 recipes a framework runs when the job names none. Transformer Engine's

@@ -35,7 +35,21 @@ class ModelSpec(FrozenSpec):
     n_kv_heads: int | None = Field(default=None, gt=0, le=MAX_HEADS)
     """Key/value heads (GQA; 1 = MQA); defaults to n_heads (plain multi-head attention)."""
     head_dim: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
-    """Per-head width; defaults to hidden / n_heads."""
+    """Per-head query/key width; defaults to hidden / n_heads. With multi-head latent attention the
+    whole query/key head, its non-rotary and rotary parts together (DeepSeek-V3: 128 + 64 = 192)."""
+    v_head_dim: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
+    """Per-head value width, which is also each head's share of the attention output; defaults to
+    head_dim (DeepSeek-V2/V3: 128 against a query/key head of 192)."""
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
+    """Multi-head latent attention (MLA; DeepSeek-V2 §2.1): width of the compressed key/value latent.
+    One down projection writes it (and a rotary key shared by every head), one up projection reads
+    it back into every head's key and value. Unset = ordinary (grouped-query) attention."""
+    q_lora_rank: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
+    """MLA: width of the compressed query latent (DeepSeek-V3: 1536); unset = queries are projected
+    from the hidden state in one linear (DeepSeek-V2-Lite)."""
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
+    """MLA: the rotary part of each query/key head (DeepSeek-V2/V3: 64); its key part comes from the
+    down projection, one for all heads. Required with `kv_lora_rank`."""
     ffn_hidden: int = Field(gt=0, le=MAX_WIDTH)
     """Inner width of the dense MLP (per expert width is `expert_ffn_hidden`)."""
     vocab: int = Field(gt=0, le=MAX_VOCAB)
@@ -84,6 +98,7 @@ class ModelSpec(FrozenSpec):
                 "model.n_heads",
                 f"{self.n_heads} heads do not divide hidden {self.hidden}; give head_dim explicitly.",
             )
+        self._check_latent_attention()
         if self.n_heads % self.kv_heads:
             raise TrainrigError(
                 "model.n_kv_heads",
@@ -99,6 +114,25 @@ class ModelSpec(FrozenSpec):
             raise TrainrigError("model.n_dense_layers", f"exceeds n_layers ({self.n_layers}).")
         return self
 
+    def _check_latent_attention(self) -> None:
+        """MLA's fields come together: a latent, its rotary part inside an explicit head width."""
+        if not self.is_mla:
+            for name in ("q_lora_rank", "qk_rope_head_dim"):
+                if getattr(self, name) is not None:
+                    raise TrainrigError(f"model.{name}", "applies to multi-head latent attention only;"
+                                        " set kv_lora_rank.")
+            return
+        if self.qk_rope_head_dim is None or self.head_dim is None:
+            missing = "qk_rope_head_dim" if self.qk_rope_head_dim is None else "head_dim"
+            raise TrainrigError(f"model.{missing}", "multi-head latent attention needs head_dim (the whole query/key"
+                                " head) and qk_rope_head_dim (its rotary part).")
+        if self.qk_rope_head_dim >= self.head_dim:
+            raise TrainrigError("model.qk_rope_head_dim",
+                                f"must be below head_dim ({self.head_dim}), which includes it.")
+        if self.n_kv_heads not in (None, self.n_heads):
+            raise TrainrigError("model.n_kv_heads", "multi-head latent attention gives every head its own key and"
+                                f" value; leave n_kv_heads unset or {self.n_heads}.")
+
     # ---- derived shape -------------------------------------------------------------------------
 
     @property
@@ -107,7 +141,22 @@ class ModelSpec(FrozenSpec):
 
     @property
     def head_width(self) -> int:
+        """Query/key width of one head."""
         return self.head_dim or self.hidden // self.n_heads
+
+    @property
+    def value_head_width(self) -> int:
+        """Value (and attention-output) width of one head."""
+        return self.v_head_dim or self.head_width
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def rope_head_width(self) -> int:
+        """Width of each query/key head that rotary embeddings turn: all of it, or MLA's rotary part."""
+        return self.qk_rope_head_dim if self.is_mla else self.head_width
 
     @property
     def is_moe(self) -> bool:
@@ -135,12 +184,53 @@ class ModelSpec(FrozenSpec):
 
     @property
     def attention_params_per_layer(self) -> int:
-        """Q, K, V and output projections (GQA shrinks K and V), plus biases where present."""
+        """Q, K, V and output projections (GQA shrinks K and V; MLA projects through its latents and
+        normalizes them), plus biases where present."""
         q_width = self.n_heads * self.head_width
-        kv_width = self.kv_heads * self.head_width
-        weights = 2 * self.hidden * q_width + 2 * self.hidden * kv_width
-        bias = {"none": 0, "qkv": q_width + 2 * kv_width, "all": q_width + 2 * kv_width + self.hidden}
-        return weights + bias[self.bias]
+        if self.is_mla:
+            projections = self.mla_projections
+        else:
+            kv_heads = self.kv_heads
+            projections = [(self.hidden, q_width), (self.hidden, kv_heads * self.head_width),
+                           (self.hidden, kv_heads * self.value_head_width)]
+        weights = sum(fan_in * fan_out for fan_in, fan_out in projections)
+        output = self.n_heads * self.value_head_width * self.hidden
+        bias = {"none": 0, "qkv": sum(out for _, out in projections)}
+        bias["all"] = bias["qkv"] + self.hidden
+        return weights + output + bias[self.bias] + self.latent_norm_params
+
+    @property
+    def mla_projections(self) -> list[tuple[int, int]]:
+        """(fan_in, fan_out) of MLA's query and key/value linears in forward order (DeepSeek-V2
+        §2.1.2–2.1.3, eq. 9–19): the query down and up projections (or one from the hidden state),
+        the key/value down projection to the latent plus the shared rotary key, and the up
+        projection to every head's non-rotary key and value. The first of each pair is a down
+        projection: replicated across tensor-parallel ranks (Megatron-Core `parallel_mode
+        'duplicated'`, torchtitan's NoParallel `wq_a`/`wkv_a`), the rest split by heads."""
+        heads, rope = self.n_heads, self.qk_rope_head_dim or 0
+        q_width = heads * self.head_width
+        query = [(self.hidden, self.q_lora_rank), (self.q_lora_rank, q_width)] if self.q_lora_rank else [
+            (self.hidden, q_width)]
+        key_value = [(self.hidden, self.kv_lora_rank + rope),
+                     (self.kv_lora_rank, heads * (self.head_width - rope + self.value_head_width))]
+        return [*query, *key_value]
+
+    @property
+    def latent_norm_params(self) -> int:
+        """MLA's norms of its query and key/value latents (a scale; and a bias for LayerNorm)."""
+        if not self.is_mla:
+            return 0
+        return ((self.q_lora_rank or 0) + self.kv_lora_rank) * (2 if self.norm == "layernorm" else 1)
+
+    @property
+    def attention_replicated_params_per_layer(self) -> int:
+        """Attention parameters every tensor-parallel rank holds whole: MLA's down projections (with
+        their biases) and latent norms; none for ordinary attention."""
+        if not self.is_mla:
+            return 0
+        down_widths = (self.q_lora_rank or 0) + self.kv_lora_rank + self.qk_rope_head_dim
+        biases = down_widths if self.bias != "none" else 0
+        return self.hidden * down_widths + biases + self.latent_norm_params
 
     @property
     def norm_params(self) -> int:
