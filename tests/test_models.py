@@ -88,9 +88,10 @@ GPT3_NOMINAL = {
 }
 
 
-# presets whose makers publish only a rounded count of exactly what the spec describes (DeepSeek-V3:
-# "671B" for the main model; the Hub's exact total includes the MTP module and the fp8 scales)
-ROUNDED_COUNT_ONLY = {"deepseek-v3"}
+# presets whose makers publish only a rounded count (DeepSeek-V3: "671B" for the main model; the Hub's
+# exact total includes the MTP module and the fp8 scales. gpt-oss: the model card's 116.83B and 20.91B,
+# which also hold each layer's attention sinks and router biases, tensors ModelSpec has no field for)
+ROUNDED_COUNT_ONLY = {"deepseek-v3", "gpt-oss-120b", "gpt-oss-20b"}
 
 
 @pytest.mark.parametrize(("name", "nominal"), GPT3_NOMINAL.items())
@@ -133,6 +134,44 @@ def test_deepseek_presets_match_their_published_sizes(name, total, active):
     assert abs(spec.n_active_params - spec.vocab * spec.hidden - active) <= 0.04 * active
 
 
+# gpt-oss model card (arXiv:2508.10925), Table 1, in billions rounded to two decimals: total, active
+# (unembedding counted, embedding not), MLP (experts and router), attention, embedding + unembedding.
+GPT_OSS_TABLE_1 = {
+    "gpt-oss-120b": (116.83, 5.13, 114.71, 0.96, 1.16),
+    "gpt-oss-20b": (20.91, 3.61, 19.12, 0.64, 1.16),
+}
+
+
+@pytest.mark.parametrize(("name", "table"), GPT_OSS_TABLE_1.items())
+def test_gpt_oss_presets_round_to_the_model_cards_table(name, table):
+    spec = preset(name).spec
+    assert preset(name).official_params is None and name in ROUNDED_COUNT_ONLY
+    total, active, mlp, attention, embeddings = table
+    # Not modelled: per layer, one attention sink per query head (GptOssAttention.sinks) and the
+    # router's bias (GptOssTopKRouter.bias, one per expert): 36 x (64 + 128) = 6,912 values for the
+    # 120b, 24 x (64 + 32) = 2,304 for the 20b, about 1e-7 of the model.
+    sinks = spec.n_layers * spec.n_heads
+    router_bias = spec.n_layers * spec.n_experts
+    assert sinks + router_bias == {"gpt-oss-120b": 6_912, "gpt-oss-20b": 2_304}[name]
+    for counted in (spec.n_params, spec.n_params + sinks + router_bias):
+        assert round(counted / 1e9, 2) == total  # within the table's rounding: half a unit of 0.01B
+    embedding = spec.vocab * spec.hidden
+    assert round((spec.n_active_params - embedding + sinks + router_bias) / 1e9, 2) == active
+    router = spec.n_moe_layers * spec.hidden * spec.n_experts
+    assert round((spec.expert_params + router + router_bias) / 1e9, 2) == mlp
+    assert round((spec.n_layers * spec.attention_params_per_layer + sinks) / 1e9, 2) == attention
+    assert round(2 * embedding / 1e9, 2) == embeddings
+
+
+def test_gpt_oss_presets_are_moe_with_biases_and_alternating_windows():
+    for name, experts, layers in (("gpt-oss-120b", 128, 36), ("gpt-oss-20b", 32, 24)):
+        spec = preset(name).spec
+        assert (spec.n_layers, spec.hidden, spec.n_heads, spec.kv_heads, spec.head_width) == (layers, 2880, 64, 8, 64)
+        assert (spec.n_experts, spec.top_k, spec.expert_ffn, spec.n_dense_layers) == (experts, 4, 2880, 0)
+        assert (spec.bias, spec.gated_mlp, spec.tied_embeddings, spec.vocab) == ("all", True, False, 201088)
+        assert (spec.sliding_window, spec.full_attention_layers, spec.windowed_layer_share) == (128, layers // 2, 0.5)
+
+
 def test_qwen25_has_qkv_bias_and_untied_head():
     for name in ("qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b"):
         spec = preset(name).spec
@@ -168,6 +207,8 @@ def test_aliases_are_unambiguous():
         ("gpt-3-175b", "gpt3-175b"),
         ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"),
         ("mistralai/Mixtral-8x7B-v0.1", "mixtral-8x7b"),
+        ("openai/gpt-oss-120b", "gpt-oss-120b"),
+        ("gptoss-20b", "gpt-oss-20b"),
     ],
 )
 def test_aliases_resolve_with_a_note(alias, target):
@@ -296,6 +337,11 @@ def test_hf_config_of_exact_families_gives_the_official_count(file, official):
         ("Qwen3-30B-A3B.json", 30_532_122_624, 48 * 2 * 128),
         # Qwen2-MoE: the shared expert's gate (hidden_size per layer) is not modelled.
         ("Qwen2-57B-A14B.json", 57_408_658_944, 28 * 3584),
+        # Gemma 2: four norms per layer, two counted (2 x hidden_size per layer missing).
+        ("gemma-2-2b-it.json", 2_614_341_888, 26 * 2 * 2304),
+        # Gemma 3: the two extra norms and the per-head q_norm and k_norm (2 x head_dim).
+        ("gemma-3-1b-it.json", 999_885_952, 26 * (2 * 1152 + 2 * 256)),
+        # gpt-oss: no exact published count; Table 1's totals are checked with the presets above.
     ],
 )
 def test_hf_config_of_approximate_families_misses_only_documented_tensors(file, official, missing):
@@ -310,6 +356,8 @@ def test_hf_config_matches_the_preset_of_the_same_checkpoint():
         ("Mistral-7B-v0.1.json", "mistral-7b"),
         ("DeepSeek-V3.json", "deepseek-v3"),
         ("DeepSeek-V2-Lite.json", "deepseek-v2-lite"),
+        ("gpt-oss-120b.json", "gpt-oss-120b"),
+        ("gpt-oss-20b.json", "gpt-oss-20b"),
     ]
     for file, name in pairs:
         loaded = model_from_hf_config(HF / file).model_dump(exclude={"name"})
@@ -414,11 +462,87 @@ def test_load_model_takes_config_paths():
     assert resolve_model(HF / "gpt2.json")[1] is None
 
 
-def test_qwen2_sliding_window_only_when_enabled(tmp_path):
-    data = json.loads((HF / "Qwen2.5-7B.json").read_text())
-    file = tmp_path / "windowed.json"
-    file.write_text(json.dumps(data | {"use_sliding_window": True, "sliding_window": 4096}))
-    assert model_from_hf_config(file).sliding_window == 4096
+def _load_changed(tmp_path, name, **changes):
+    data = json.loads((HF / name).read_text()) | changes
+    file = tmp_path / "changed.json"
+    file.write_text(json.dumps({k: v for k, v in data.items() if v is not ...}))  # ...: key removed
+    return model_from_hf_config(file)
+
+
+def _windows(spec):
+    return spec.sliding_window, spec.full_attention_layers
+
+
+def test_qwen2_sliding_window_only_when_enabled_and_from_max_window_layers_on(tmp_path):
+    # transformers' Qwen2Config: layer i is windowed when use_sliding_window and i >= max_window_layers
+    enabled = {"use_sliding_window": True, "sliding_window": 4096}
+    assert _windows(_load_changed(tmp_path, "Qwen2.5-7B.json", **enabled, max_window_layers=20)) == (4096, 20)
+    assert _windows(_load_changed(tmp_path, "Qwen2.5-7B.json", **enabled, max_window_layers=0)) == (4096, None)
+    # Qwen2.5's max_window_layers 28 is all of its 28 layers: none keeps the window
+    assert _windows(_load_changed(tmp_path, "Qwen2.5-7B.json", **enabled)) == (None, None)
+    assert _windows(_load_changed(tmp_path, "Qwen2.5-7B.json", **enabled, max_window_layers=99)) == (None, None)
+    assert _windows(_load_changed(tmp_path, "Qwen3-8B.json", **enabled, max_window_layers=30)) == (4096, 30)
+    # the MoE variants: the window on every layer (their layer rule differs between versions)
+    assert _windows(_load_changed(tmp_path, "Qwen3-30B-A3B.json", **enabled)) == (4096, None)
+    assert _windows(_load_changed(tmp_path, "Qwen2-57B-A14B.json", **enabled)) == (4096, None)
+
+
+def test_hf_config_reads_gemma_windows(tmp_path):
+    # Gemma 2: even layers windowed, odd global (Gemma2Config's layer_types): 13 of 26 global
+    gemma2 = model_from_hf_config(HF / "gemma-2-2b-it.json")
+    assert _windows(gemma2) == (4096, 13) and gemma2.windowed_layer_share == 0.5
+    assert gemma2.tied_embeddings and (gemma2.head_width, gemma2.kv_heads) == (256, 4)
+    assert _windows(_load_changed(tmp_path, "gemma-2-2b-it.json", num_hidden_layers=27)) == (4096, 13)
+    assert _windows(_load_changed(tmp_path, "gemma-2-2b-it.json", sliding_window=...)) == (4096, 13)  # the default
+    assert _windows(_load_changed(tmp_path, "gemma-2-2b-it.json", sliding_window=None)) == (None, None)
+    # Gemma 3: layer i global when (i + 1) % sliding_window_pattern == 0: layers 5, 11, 17, 23 of 26
+    gemma3 = model_from_hf_config(HF / "gemma-3-1b-it.json")
+    assert _windows(gemma3) == (512, 4) and gemma3.kv_heads == 1 and gemma3.tied_embeddings
+    assert _windows(_load_changed(tmp_path, "gemma-3-1b-it.json", sliding_window_pattern=2)) == (512, 13)
+    assert _windows(_load_changed(tmp_path, "gemma-3-1b-it.json", sliding_window_pattern=...)) == (512, 4)
+    assert _windows(_load_changed(tmp_path, "gemma-3-1b-it.json", sliding_window_pattern=1)) == (None, None)
+    with pytest.raises(TrainrigError, match="sliding_window_pattern = 0"):
+        _load_changed(tmp_path, "gemma-3-1b-it.json", sliding_window_pattern=0)
+    # the multimodal Gemma 3 is refused, pointing to its language model's config
+    with pytest.raises(TrainrigError, match="text_config"):
+        _load_changed(tmp_path, "gemma-3-1b-it.json", model_type="gemma3", text_config={"model_type": "gemma3_text"})
+    assert _load_changed(tmp_path, "gemma-3-1b-it.json", model_type=...).n_params == gemma3.n_params  # by architecture
+
+
+def test_hf_config_prefers_layer_types(tmp_path):
+    three_full = ["sliding_attention"] * 23 + ["full_attention"] * 3
+    assert _windows(_load_changed(tmp_path, "gemma-3-1b-it.json", layer_types=three_full)) == (512, 3)
+    assert _windows(_load_changed(tmp_path, "gemma-2-2b-it.json", layer_types=three_full)) == (4096, 3)
+    all_full = ["full_attention"] * 32
+    assert _windows(_load_changed(tmp_path, "Mistral-7B-v0.1.json", layer_types=all_full)) == (None, None)
+    windowed = {"use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 0}
+    five_of_28 = three_full + ["full_attention"] * 2
+    assert _windows(_load_changed(tmp_path, "Qwen2.5-7B.json", **windowed, layer_types=five_of_28)) == (4096, 5)
+    # a list transformers would not write: the wrong length, or another kind of layer
+    with pytest.raises(TrainrigError, match="lists 25 layer_types for its 26 layers"):
+        _load_changed(tmp_path, "gemma-3-1b-it.json", layer_types=three_full[1:])
+    for bad in (["chunked_attention"] * 26, "full_attention", [1] * 26):
+        with pytest.raises(TrainrigError, match="layer_types that are not a list"):
+            _load_changed(tmp_path, "gemma-3-1b-it.json", layer_types=bad)
+
+
+def test_hf_config_of_gpt_oss(tmp_path):
+    big = model_from_hf_config(HF / "gpt-oss-120b.json")
+    assert (big.n_layers, big.hidden, big.n_heads, big.kv_heads, big.head_width) == (36, 2880, 64, 8, 64)
+    assert big.vocab == 201088 and big.ffn_hidden == 2880
+    assert (big.n_experts, big.top_k, big.expert_ffn, big.n_dense_layers) == (128, 4, 2880, 0)
+    assert (big.bias, big.gated_mlp, big.tied_embeddings, big.norm) == ("all", True, False, "rmsnorm")
+    assert _windows(big) == (128, 18)
+    small = model_from_hf_config(HF / "gpt-oss-20b.json")
+    assert (small.n_layers, small.n_experts, _windows(small)) == (24, 32, (128, 12))
+    # sinks and router biases (n_layers x (n_heads + n_experts)) are all the model card's 20.91B has more
+    assert small.n_params + 24 * (64 + 32) == 20_914_757_184 and round(small.n_params / 1e9, 2) == 20.91
+    # without layer_types: GptOssConfig's default alternation; the older key names of the experts
+    old = _load_changed(tmp_path, "gpt-oss-20b.json", layer_types=..., num_local_experts=..., num_experts=32,
+                        num_experts_per_tok=..., experts_per_token=4)
+    assert old.model_copy(update={"name": small.name}) == small
+    by_architecture = _load_changed(tmp_path, "gpt-oss-20b.json", model_type=...)  # GptOssForCausalLM
+    assert by_architecture.model_copy(update={"name": small.name}) == small
 
 
 def test_qwen_moe_dense_layers(tmp_path):

@@ -341,6 +341,14 @@ def test_a_model_the_bench_cannot_build_is_one_sentence(tmp_path, capsys):
     assert "ALiBi attention is not available in bench yet" in one_sentence_error(code, err)
 
 
+def test_a_sliding_window_shorter_than_the_sequence_is_one_sentence_that_names_the_field(tmp_path, capsys):
+    windowed = {**TINY, "sliding_window": 8, "full_attention_layers": 2}  # gpt-oss style: half the layers
+    code, _, err = cli([job_file(tmp_path, windowed), "--device", "cpu"], capsys)
+    line = one_sentence_error(code, err)
+    assert "model.sliding_window: a sliding_window (8) shorter than seq_len" in line
+    assert "on 2 of the 4 layers, is not available in bench yet." in line and line.count(".") == 2  # field, end
+
+
 def test_lora_on_the_experts_is_one_sentence_and_lora_on_attention_runs(tmp_path, capsys):
     code, _, err = cli([job_file(tmp_path, MOE, method="lora", lora_targets=["q", "gate"]), "--device", "cpu"],
                        capsys)
@@ -396,11 +404,12 @@ def test_default_layers_on_a_gpu_are_the_most_whose_estimate_fits_the_budget():
 def _preset_ids():
     """Presets of every family: GPT-3 (LayerNorm, biases, learned positions, tied), Llama 2/3
     (GQA, untied), Mistral, Qwen2.5 (Q/K/V biases), Mixtral (8 experts, top 2), DeepSeek-V2-Lite
-    (latent attention without a query latent, 64 routed and 2 shared experts, a dense first layer)."""
+    (latent attention without a query latent, 64 routed and 2 shared experts, a dense first layer),
+    gpt-oss-20b (biases on attention and on every expert linear, 32 experts, top 4)."""
     from trainrig.catalog.models import load_model
 
     ids = ["gpt3-125m", "gpt3-13b", "llama2-70b", "llama3-8b", "llama3.1-405b", "mistral-7b", "qwen2.5-7b",
-           "mixtral-8x7b", "deepseek-v2-lite"]
+           "mixtral-8x7b", "deepseek-v2-lite", "gpt-oss-20b"]
     return [(name, load_model(name)) for name in ids]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from jobs import make_job
+from trainrig import estimate
 from trainrig.errors import TrainrigError
 from trainrig.estimate import collectives as comm
 from trainrig.estimate.core import _expert_parallel_s, _folded_expert_tp_saving
@@ -14,6 +15,7 @@ from trainrig.estimate.flops import model_flops_per_token
 from trainrig.estimate.inputs import inputs_from_job
 from trainrig.estimate.memory import local_parameter_counts
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
+from trainrig.specs.job import expert_tp_degree
 
 MOE = {"n_layers": 4, "hidden": 256, "n_heads": 4, "ffn_hidden": 512, "vocab": 1000, "n_experts": 8, "top_k": 2}
 
@@ -34,11 +36,25 @@ def test_experts_are_split_over_ep_times_expert_tp():
 def test_expert_parallelism_may_span_the_tensor_parallel_ranks_only_when_folded():
     assert job(ep=8, expert_tp=1).training.ep == 8  # 8 = tp 2 × dp 4
     with pytest.raises(TrainrigError) as error:
-        job(ep=8)  # experts split over tp need ep within dp = 4
-    assert error.value.field == "training.ep"
-    with pytest.raises(TrainrigError) as error:
-        job(ep=8, expert_tp=2)
+        job(ep=8, expert_tp=2)  # experts split over tp need ep within dp = 4
     assert error.value.field == "training.expert_tp"
+    with pytest.raises(TrainrigError) as error:
+        job(ep=16)  # more than the 8 ranks there are
+    assert error.value.field == "training.ep"
+
+
+def test_an_ep_past_dp_folds_the_experts_and_says_so():
+    # Megatron-Bridge tables give tp and ep only (Qwen3-235B on H100: tp 2, ep 32 over dp 16); the
+    # one layout that runs it has expert_tp 1, which the estimate then assumes and names
+    inferred, given = job(ep=8), job(ep=8, expert_tp=1)
+    assert expert_tp_degree(inferred.training) == 1
+    assert float(local_parameter_counts(inputs_from_job(inferred, P))[1]) == float(
+        local_parameter_counts(inputs_from_job(given, P))[1])
+    result = estimate(inferred)
+    assert result.config["expert_tp"] == 1
+    assert any("ep 8 spans the tensor-parallel ranks" in line for line in result.assumptions)
+    assert not any("spans the tensor-parallel" in line for line in estimate(given).assumptions)
+    assert expert_tp_degree(job(ep=4).training) == 2  # within dp: experts split over tp, as before
     with pytest.raises(TrainrigError) as error:
         job({"n_experts": 0, "top_k": 0}, expert_tp=1)
     assert error.value.field == "training.expert_tp"

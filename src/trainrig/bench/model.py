@@ -51,9 +51,11 @@ def check_buildable(spec: ModelSpec, training: TrainingSpec) -> None:
     """Raise one sentence for what the bench cannot build or run yet."""
     if spec.position_embedding == "alibi":
         raise TrainrigError("model.position_embedding", "ALiBi attention is not available in bench yet.")
-    if spec.sliding_window is not None and spec.sliding_window < training.seq_len:
-        raise TrainrigError("model.sliding_window", f"a window ({spec.sliding_window}) shorter than seq_len"
-                                                    f" ({training.seq_len}) is not available in bench yet.")
+    if spec.sliding_window is not None and spec.sliding_window < training.seq_len and spec.windowed_layer_share > 0:
+        windowed = spec.n_layers - (spec.full_attention_layers or 0)
+        raise TrainrigError("model.sliding_window", f"a sliding_window ({spec.sliding_window}) shorter than"
+                            f" seq_len ({training.seq_len}), on {windowed} of the {spec.n_layers} layers,"
+                            " is not available in bench yet.")
     if spec.position_embedding == "rope" and spec.rope_head_width % 2:
         field = "model.qk_rope_head_dim" if spec.is_mla else "model.head_dim"
         raise TrainrigError(field, f"rotary embeddings need an even head width (got {spec.rope_head_width}).")

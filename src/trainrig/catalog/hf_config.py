@@ -21,9 +21,16 @@ Approximate (small tensors ModelSpec has no field for; each well under 0.01 % of
     qwen2_moe
         the shared expert's sigmoid gate: hidden_size parameters per layer are missing.
     gemma2
-        four norms per layer instead of two: 2·hidden_size per layer are missing. Gemma 2
-        alternates sliding-window and global layers; the spec keeps every layer global (no
-        sliding_window), an upper bound on attention cost.
+        four norms per layer instead of two: 2·hidden_size per layer are missing (checked against
+        Gemma 2 2B).
+    gemma3_text (Gemma 3 1B; the language model of the larger, multimodal Gemma 3 checkpoints)
+        four norms per layer and per-head RMSNorms on queries and keys: 2·hidden_size +
+        2·head_dim per layer are missing (checked against Gemma 3 1B).
+    gpt_oss
+        each layer's attention sinks (one learned logit per query head: num_attention_heads
+        values) and router bias (num_local_experts values) are missing (checked against the
+        gpt-oss model card's 116.83B and 20.91B). With `attention_bias: false` the attention is
+        still counted with biases: the experts keep theirs, and ModelSpec has no field for that.
     falcon with one LayerNorm shared by attention and MLP (falcon-7b: parallel_attn without
         new_decoder_architecture; num_ln_in_parallel_attn: 1)
         counted with two norms: 2·hidden_size per layer too many.
@@ -32,8 +39,9 @@ Approximate (small tensors ModelSpec has no field for; each well under 0.01 % of
         `mlp_bias` alone is not counted. gpt_neox with `attention_bias: false` counts them anyway.
     opt with `word_embed_proj_dim` ≠ `hidden_size` (opt-350m)
         the embedding is counted hidden_size wide and the two projections are left out.
-    qwen2 with `use_sliding_window: true`
-        the window applies to every layer, although Qwen2 applies it above `max_window_layers`.
+    qwen2_moe, qwen3_moe with `use_sliding_window: true` (no released checkpoint sets it)
+        without a `layer_types` list the window is put on every layer; transformers' rule for
+        which of these layers take it has changed between versions.
     deepseek_v3
         each MoE layer's router correction bias (`e_score_correction_bias`, n_routed_experts
         values, set by the auxiliary-loss-free balancing rule rather than by gradients; a buffer in
@@ -41,6 +49,14 @@ Approximate (small tensors ModelSpec has no field for; each well under 0.01 % of
     deepseek with `attention_bias: true`
         counted as biases on every query and key/value linear and none on the output; the model
         code puts them on q_a_proj, kv_a_proj_with_mqa and o_proj only.
+
+Sliding windows (`sliding_window`, `full_attention_layers`) follow the config's `layer_types` list
+where it has one ("sliding_attention" and "full_attention" per layer, as transformers writes it),
+and else the family's rule in transformers: gemma2 and gpt_oss alternate, layer i windowed when i
+is even; gemma3_text makes every `sliding_window_pattern`-th layer (default 6) global, the others
+windowed; qwen2 and qwen3 with `use_sliding_window: true` window the layers from
+`max_window_layers` on; mistral, mixtral and phi3 window every layer. A model whose every layer is
+global gets no sliding_window at all.
 
 Anything else — an encoder (bert), an encoder-decoder (t5, whisper, `is_encoder_decoder: true`),
 a vision or multimodal model (vit, clip, llava), a file that is not JSON or lacks the layer or width
@@ -322,6 +338,7 @@ def _type_from_architectures(architectures: object) -> str | None:
         "Qwen3MoeFor": "qwen3_moe",
         "Qwen3For": "qwen3",
         "Gemma2For": "gemma2",
+        "Gemma3ForCausalLM": "gemma3_text",  # not Gemma3ForConditionalGeneration, the multimodal one
         "GemmaFor": "gemma",
         "Phi3For": "phi3",
         "GPT2LMHead": "gpt2",
@@ -330,6 +347,7 @@ def _type_from_architectures(architectures: object) -> str | None:
         "FalconFor": "falcon",
         "DeepseekV2For": "deepseek_v2",
         "DeepseekV3For": "deepseek_v3",
+        "GptOssFor": "gpt_oss",
     }
     for arch in architectures:
         for prefix, model_type in prefixes.items():
@@ -358,6 +376,38 @@ def _decoder(c: _Config, *, tied_default: bool) -> dict[str, Any]:
     }
 
 
+def _window(c: _Config, n_layers: int, window: int | None, full_layers: int) -> dict[str, Any]:
+    """`sliding_window` and `full_attention_layers`: the layers without the window are those the
+    config's `layer_types` marks "full_attention" where it lists them, else `full_layers` (the
+    family's rule). No window where no layer keeps one."""
+    listed = _full_layers_listed(c, n_layers)
+    full = min(full_layers if listed is None else listed, n_layers)
+    if window is None or full >= n_layers:
+        return {"sliding_window": None, "full_attention_layers": None}
+    return {"sliding_window": window, "full_attention_layers": full or None}
+
+
+_LAYER_TYPES = ("sliding_attention", "full_attention")
+"""The `layer_types` entries of the families read here (transformers' names)."""
+
+
+def _full_layers_listed(c: _Config, n_layers: int) -> int | None:
+    """How many layers `layer_types` marks "full_attention"; None when the config has no list."""
+    types = c.data.get("layer_types")
+    if types is None:
+        return None
+    if not isinstance(types, list) or any(t not in _LAYER_TYPES for t in types):
+        raise TrainrigError(
+            "model", f"{c.file} gives layer_types that are not a list of"
+            f" {' and '.join(repr(t) for t in _LAYER_TYPES)} entries, one a layer.",
+        )
+    if len(types) != n_layers:
+        raise TrainrigError(
+            "model", f"{c.file} lists {len(types)} layer_types for its {n_layers} layers (num_hidden_layers).",
+        )
+    return types.count("full_attention")
+
+
 def _attention_bias(c: _Config) -> str:
     """Llama-style `attention_bias` (Q, K, V and output) and `mlp_bias` flags → ModelSpec.bias."""
     attention, mlp = c.flag("attention_bias", False), c.flag("mlp_bias", False)
@@ -371,20 +421,27 @@ def _llama(c: _Config) -> dict[str, Any]:
 
 
 def _mistral(c: _Config) -> dict[str, Any]:
+    fields = _llama(c)
     window = c.opt_int("sliding_window") if "sliding_window" in c.data else 4096
-    return _llama(c) | {"sliding_window": window}
+    return fields | _window(c, fields["n_layers"], window, full_layers=0)  # every layer windowed
 
 
 def _mixtral(c: _Config) -> dict[str, Any]:
-    return _mistral(c) | {
-        "sliding_window": c.opt_int("sliding_window"),
+    fields = _llama(c)
+    return fields | _window(c, fields["n_layers"], c.opt_int("sliding_window"), full_layers=0) | {
         "n_experts": c.int("num_local_experts", what="expert count"),
         "top_k": c.int("num_experts_per_tok", default=2),
     }
 
 
-def _qwen_window(c: _Config) -> int | None:
-    return c.opt_int("sliding_window") if c.flag("use_sliding_window", False) else None
+def _qwen_window(c: _Config, n_layers: int, *, from_max_window_layers: bool) -> dict[str, Any]:
+    """Qwen's window, only with `use_sliding_window: true`. Qwen2 and Qwen3 (transformers'
+    Qwen2Config/Qwen3Config `layer_types`) window the layers at index `max_window_layers` (default
+    28) and above, so the ones below it attend to the whole sequence; the MoE variants get it on
+    every layer (see the module docstring)."""
+    window = c.opt_int("sliding_window") if c.flag("use_sliding_window", False) else None
+    full = c.int("max_window_layers", default=28) if from_max_window_layers else 0
+    return _window(c, n_layers, window, full_layers=max(full, 0))
 
 
 def _qwen_moe_layers(c: _Config, n_layers: int) -> int:
@@ -405,11 +462,13 @@ def _qwen_moe_layers(c: _Config, n_layers: int) -> int:
 
 
 def _qwen2(c: _Config) -> dict[str, Any]:
-    return _decoder(c, tied_default=False) | {"bias": "qkv", "sliding_window": _qwen_window(c)}
+    fields = _decoder(c, tied_default=False)
+    return fields | {"bias": "qkv"} | _qwen_window(c, fields["n_layers"], from_max_window_layers=True)
 
 
 def _qwen2_moe(c: _Config) -> dict[str, Any]:
-    fields = _qwen2(c)
+    fields = _decoder(c, tied_default=False)
+    fields |= {"bias": "qkv"} | _qwen_window(c, fields["n_layers"], from_max_window_layers=False)
     n_experts = c.int("num_experts", default=0)
     if n_experts:
         shared = c.int("shared_expert_intermediate_size", default=0)
@@ -425,14 +484,13 @@ def _qwen2_moe(c: _Config) -> dict[str, Any]:
 
 
 def _qwen3(c: _Config) -> dict[str, Any]:
-    return _decoder(c, tied_default=False) | {
-        "bias": _attention_bias(c),
-        "sliding_window": _qwen_window(c),
-    }
+    fields = _decoder(c, tied_default=False)
+    return fields | {"bias": _attention_bias(c)} | _qwen_window(c, fields["n_layers"], from_max_window_layers=True)
 
 
 def _qwen3_moe(c: _Config) -> dict[str, Any]:
-    fields = _qwen3(c)
+    fields = _decoder(c, tied_default=False)
+    fields |= {"bias": _attention_bias(c)} | _qwen_window(c, fields["n_layers"], from_max_window_layers=False)
     n_experts = c.int("num_experts", default=0)
     if n_experts:
         fields |= {
@@ -449,10 +507,10 @@ def _gemma(c: _Config) -> dict[str, Any]:
 
 
 def _phi3(c: _Config) -> dict[str, Any]:
-    return _decoder(c, tied_default=False) | {
-        "bias": _attention_bias(c),
-        "sliding_window": c.opt_int("sliding_window"),
-    }
+    fields = _decoder(c, tied_default=False)
+    return fields | {"bias": _attention_bias(c)} | _window(
+        c, fields["n_layers"], c.opt_int("sliding_window"), full_layers=0
+    )
 
 
 def _gpt2(c: _Config) -> dict[str, Any]:
@@ -530,8 +588,50 @@ def _falcon(c: _Config) -> dict[str, Any]:
     }
 
 
+def _default_window(c: _Config, default: int) -> int | None:
+    """`sliding_window`, the config class's default where the key is absent (null: none)."""
+    return c.opt_int("sliding_window") if "sliding_window" in c.data else default
+
+
 def _gemma2(c: _Config) -> dict[str, Any]:
-    return _gemma(c)
+    """Gemma 2: layer i is windowed when i is even, global when odd (transformers' Gemma2Config
+    `layer_types`; Gemma Team 2024, Gemma 2 report, section 2: local and global attention in
+    alternating layers), so n_layers // 2 are global; the window defaults to 4096."""
+    fields = _gemma(c)
+    return fields | _window(c, fields["n_layers"], _default_window(c, 4096), full_layers=fields["n_layers"] // 2)
+
+
+def _gemma3_text(c: _Config) -> dict[str, Any]:
+    """Gemma 3's language model: every `sliding_window_pattern`-th layer is global ((i + 1) %
+    pattern == 0 in transformers' Gemma3TextConfig, default 6: five local layers to one global),
+    so n_layers // pattern are; the window defaults to 4096."""
+    fields = _gemma(c)
+    pattern = c.int("sliding_window_pattern", "_sliding_window_pattern", default=6)
+    if pattern <= 0:
+        raise TrainrigError(
+            "model", f"{c.file} gives sliding_window_pattern = {pattern}; it must be 1 or more (every n-th"
+            " layer global).",
+        )
+    return fields | _window(c, fields["n_layers"], _default_window(c, 4096),
+                            full_layers=fields["n_layers"] // pattern)
+
+
+def _gpt_oss(c: _Config) -> dict[str, Any]:
+    """OpenAI gpt-oss (transformers' GptOssConfig and modeling code): grouped-query attention with
+    biases on q, k, v and o, every layer a mixture of experts (a top-k router with a bias; each
+    expert a gated MLP with biases on its fused gate/up and down projections), untied head.
+    Layer i attends within the window (128 tokens in both released models) when i is even and to
+    the whole sequence when odd (GptOssConfig's default `layer_types`, which the released configs
+    also list)."""
+    fields = _decoder(c, tied_default=False)
+    n_experts = c.int("num_local_experts", "num_experts", what="expert count")
+    fields |= {
+        "bias": "all",  # the experts' biases are unconditional; attention_bias (default true) the rest
+        "n_experts": n_experts,
+        "top_k": c.int("num_experts_per_tok", "experts_per_token", what="experts per token"),
+        "expert_ffn_hidden": fields["ffn_hidden"],  # intermediate_size is one expert's width
+    }
+    return fields | _window(c, fields["n_layers"], _default_window(c, 128), full_layers=fields["n_layers"] // 2)
 
 
 def _deepseek(c: _Config) -> dict[str, Any]:
@@ -590,6 +690,7 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "qwen3_moe": _qwen3_moe,
     "gemma": _gemma,
     "gemma2": _gemma2,
+    "gemma3_text": _gemma3_text,
     "phi3": _phi3,
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,
@@ -597,6 +698,7 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "falcon": _falcon,
     "deepseek_v2": _deepseek,
     "deepseek_v3": _deepseek,
+    "gpt_oss": _gpt_oss,
 }
 
 _TYPE_ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}

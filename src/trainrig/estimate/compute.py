@@ -138,7 +138,8 @@ def fused_attention_keys(x: Inputs):
     sample on average, and the tiles a sample boundary cuts are computed whole, about one more key
     tile per query (for short samples, the tile holding the query and the one before it)."""
     keys = ops.minimum(x.seq_len, x.context_len_cap)
-    seen = ops.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
+    windowed = ops.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
+    seen = x.windowed_share * windowed + (1 - x.windowed_share) * (x.seq_len + 1) / 2  # over the layers
     return ops.minimum(seen, (x.packed_sample_len + 1) / 2 + ATTENTION_KEY_TILE)
 
 
@@ -161,7 +162,7 @@ def attention_key_ramp(x: Inputs, p: ModelParameters):
     the key blocks it streams (`attention_key_overhead`). Causal queries see (s+1)/2 keys on average;
     a context-parallel ring calls the kernel once per K/V chunk of s/cp keys (Ulysses: whole sequence);
     document-masked packed samples, their own (`fused_attention_keys`)."""
-    keys = ops.minimum(x.seq_len, x.context_len_cap)
+    keys = x.attended_keys
     seen = fused_attention_keys(x)
     seen = ops.where((x.cp > 1) & (x.cp_kind != 2), ops.minimum(seen, keys / x.cp), seen)
     overhead = p.attention_key_overhead
@@ -187,7 +188,7 @@ def attention_time_s(tokens_q, heads, x: Inputs, p: ModelParameters):
     GEMM depth. Without it, QKᵀ and attention·V are batched GEMMs over full s×s scores (the
     softmax and its masks are memory-bound work, counted in `elementwise_bytes_per_token`).
     """
-    keys = ops.minimum(x.seq_len, x.context_len_cap)
+    keys = x.attended_keys
     batch_heads = x.micro_batch * heads
     # flash: one block of 128 queries per unit at a time
     blocks = batch_heads * ops.ceil(tokens_q / x.micro_batch / 128)
@@ -257,7 +258,7 @@ def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
     moe_act = x.mlp_matrices * (x.top_k * x.expert_ffn_hidden + x.n_shared_experts * x.shared_ffn_hidden) / x.tp
     moe_permute = 4 * x.top_k * x.hidden
     dense_layers = x.n_layers - x.n_moe_layers
-    keys = ops.minimum(x.seq_len, x.context_len_cap)
+    keys = x.attended_keys
     scores = (1 - x.flash_attention) * x.n_heads / x.tp * keys
     softmax_bytes = scores * ops.where(eager_softmax(x) > 0, EAGER_SOFTMAX_BYTES_PER_SCORE, 2 * e)
     attention_dropout = scores * 3 * x.dropout  # mask and output

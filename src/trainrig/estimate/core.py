@@ -213,13 +213,23 @@ def _arithmetic_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     logits_fwd, logits_bwd = _logits_times_s(x, tokens, gemm)
     layer = layer_fwd + layer_bwd + layer_recompute
     # the slowest stage: the fullest one, or the last, whose head may displace a layer (a loss slot)
-    compute = x.end_stage_layers * layer + logits_fwd + logits_bwd
+    compute = x.end_stage_layers * layer + logits_fwd + logits_bwd + _mtp_s(x, gemm, layer, logits_fwd + logits_bwd)
     if type(x.layers_per_stage) is np.ndarray or x.layers_per_stage != x.end_stage_layers:
         compute = ops.maximum(x.layers_per_stage * layer, compute)  # (same layers: the head only adds)
     # the weight-gradient GEMMs of the stage's layers: the W pass a zero-bubble schedule moves
     weight_grad = x.layers_per_stage * _mlp_mixed(gemm["attention"][2], gemm["dense_mlp"][2], gemm["moe_mlp"][2],
                                                   x.n_moe_layers / x.n_layers)
     return {"compute": compute, "attention": gemm["attention_core"], "gemm": gemm, "weight_grad": weight_grad}
+
+
+def _mtp_s(x: Inputs, gemm, layer, logits):
+    """The last stage's multi-token prediction modules (DeepSeek-V3 §2.2; Megatron-Core's
+    MultiTokenPredictionBlock): each one more layer (the stage's average layer), its projection and
+    the output head and loss again. Their TP/EP traffic and kernel launches are not counted."""
+    if not ops.any(x.mtp_layers > 0):
+        return 0.0
+    projection_fwd, projection_bwd, _ = gemm["mtp_projection"]
+    return x.mtp_layers * (layer + logits + projection_fwd + projection_bwd)
 
 
 def _pipeline_bubble_s(x: Inputs, per_micro, weight_grad):
@@ -346,6 +356,8 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[
     if not any_moe:
         shared, router = [], []
     logits = [batch.linear(tokens, x.hidden, x.vocab / x.tp, head=True)]
+    # multi-token prediction's projection of [norm(h); norm(embedding)], split over TP
+    mtp_projection = [batch.linear(tokens, 2 * x.hidden, x.hidden / x.tp)] if ops.any(x.mtp_layers > 0) else []
     redone = _op_level_recomputed_gemms(batch, x, tokens, attention) if op_level else None
     t = batch.run(x, p)
     trainable = x.method == 0
@@ -371,6 +383,7 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[
     return {"attention": passes(attention), "dense_mlp": passes(dense), "moe_mlp": moe, "logits": passes(logits),
             "attention_core": attention_time_s(tokens, x.n_heads / x.tp, x, p),
             "op_recompute": (0.0, 0.0, 0.0) if redone is None else tuple(t[g] for g in redone),
+            "mtp_projection": passes(mtp_projection) if mtp_projection else (0.0, 0.0, 0.0),
             "down_forward": t[_output_linear(dense)[0]]}
 
 

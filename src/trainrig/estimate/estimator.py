@@ -13,7 +13,7 @@ from trainrig.estimate.memory import GIB, PEAK_PHASES
 from trainrig.estimate.params import DEFAULT_PARAMETERS, ModelParameters
 from trainrig.estimate.result import RESOURCES, Estimate
 from trainrig.specs import Job
-from trainrig.specs.job import resolve_attention_kernel, resolve_fp8_recipe
+from trainrig.specs.job import expert_tp_degree, resolve_attention_kernel, resolve_fp8_recipe
 
 __all__ = ["estimate", "doubled_resource_inputs"]
 
@@ -205,7 +205,7 @@ def _config(job: Job, n_params: int) -> dict[str, Any]:
         "model": job.model.name, "n_params": n_params, "gpu": hw.gpu.id, "n_gpus": hw.n_gpus,
         "n_nodes": hw.n_nodes, "gpus_per_node": hw.gpus_per_node, "intra_node": hw.intra_node.id,
         "inter_node": hw.inter_node.link.id if hw.inter_node else None,
-        "tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "expert_tp": t.expert_tp or t.tp, "dp": t.dp_degree,
+        "tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "expert_tp": expert_tp_degree(t), "dp": t.dp_degree,
         "vpp": t.vpp, "pipeline_layers": list(t.pipeline_layers) if t.pipeline_layers else None, "zero": t.zero,
         "recompute": t.recompute, "micro_batch": t.micro_batch,
         "global_batch": t.global_batch, "grad_accum": t.micro_batches, "seq_len": t.seq_len,
@@ -297,6 +297,11 @@ def _assumptions(job: Job) -> list[str]:
         said.append("a fused or per-tensor optimizer step (no temporaries beyond the states)")
     framework = job.framework
     said.extend(_projection_assumptions(job))
+    if "zero" not in given and job.framework.default_zero:
+        said.append(f"ZeRO {t.zero}, {job.framework.name}'s recipes' default (distributed optimizer; training.zero)")
+    if job.model.is_moe and t.expert_tp is None and expert_tp_degree(t) != t.tp:
+        said.append(f"experts at tensor parallelism {expert_tp_degree(t)}: ep {t.ep} spans the tensor-parallel ranks"
+                    " (Megatron-Core's MoE parallel folding, the only layout that runs it; training.expert_tp)")
     said.extend(_selective_recompute_assumptions(job))
     if t.pp > 1 and "pp_schedule" not in given:
         said.append("1F1B pipeline schedule" + (", interleaved" if t.vpp > 1 else "") + " (pp_schedule: 1f1b)")
@@ -416,4 +421,7 @@ def _unmodelled(job: Job) -> list[str]:
         notes.append("CPU cores per node not given: data-loading throughput not modelled")
     if hw.storage is None and not (hw.profile and hw.profile.storage_read_gbs):
         notes.append("storage not given: dataset reads and checkpoint writes not modelled")
+    if job.training.mtp_layers:
+        notes.append("multi-token prediction: each module timed as the stage's average layer, its projection and"
+                     " the head again; its TP/EP traffic and kernel launches not modelled")
     return notes

@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from trainrig.estimate import ops
-from trainrig.estimate.inputs import METHOD_CODE, Inputs, model_fields
+from trainrig.estimate.inputs import METHOD_CODE, Inputs, attended_keys, model_fields
 from trainrig.specs import ModelSpec
 
 __all__ = [
@@ -25,12 +25,14 @@ __all__ = [
     "hardware_flops_per_token",
     "op_level_recompute_flops_per_token",
     "attention_projection_weights",
+    "mtp_gemm_flops_per_token",
 ]
 
 
 def attention_context(x: Inputs):
-    """Keys each query attends to in the FLOP convention: the whole sequence, capped by a window."""
-    return ops.minimum(x.seq_len, x.context_len_cap)
+    """Keys each query attends to in the FLOP convention: the whole sequence, capped by a window in
+    the layers that have one (inputs.attended_keys)."""
+    return attended_keys(x)
 
 
 def layer_gemm_flops_per_token(x: Inputs):
@@ -77,9 +79,16 @@ def model_flops_per_token(x: Inputs):
     Full training: 3 × forward. LoRA/QLoRA: frozen weights need only input gradients, so their
     GEMMs cost 2 × forward; attention (no weights) still costs 3 × (Hu et al. 2021 §4.2).
     """
-    gemm = layer_gemm_flops_per_token(x) + logits_flops_per_token(x)
+    gemm = layer_gemm_flops_per_token(x) + logits_flops_per_token(x) + mtp_gemm_flops_per_token(x)
     gemm_factor = ops.where(x.method > 0, 2.0, 3.0)
-    return gemm_factor * gemm + 3 * attention_flops_per_token(x)
+    return gemm_factor * gemm + 3 * attention_flops_per_token(x) * (1 + x.mtp_layers / x.n_layers)
+
+
+def mtp_gemm_flops_per_token(x: Inputs):
+    """Forward GEMM FLOPs of the multi-token prediction modules for one token (DeepSeek-V3 §2.2):
+    each one more layer (the model's average), the 2·hidden → hidden projection, the output head."""
+    layer = layer_gemm_flops_per_token(x) / x.n_layers
+    return x.mtp_layers * (layer + 2 * 2 * x.hidden * x.hidden + logits_flops_per_token(x))
 
 
 def op_level_recompute_flops_per_token(x: Inputs):
@@ -117,5 +126,5 @@ def hardware_flops_per_token(x: Inputs):
 def flops_per_token(model: ModelSpec, seq_len: int, method: str = "full") -> float:
     """Model training FLOPs per token for a model and sequence length (no recomputation) — what a
     monitor multiplies by measured tokens/s to get live MFU."""
-    fields = {**model_fields(model), "seq_len": float(seq_len), "method": METHOD_CODE[method]}
+    fields = {**model_fields(model), "seq_len": float(seq_len), "method": METHOD_CODE[method], "mtp_layers": 0.0}
     return float(model_flops_per_token(SimpleNamespace(**fields)))

@@ -16,7 +16,7 @@ import numpy as np
 from trainrig.estimate import ops
 from trainrig.estimate.params import ModelParameters
 from trainrig.specs import Job, ModelSpec, TrainingSpec
-from trainrig.specs.job import resolve_attention_kernel, resolve_fp8_recipe
+from trainrig.specs.job import expert_tp_degree, resolve_attention_kernel, resolve_fp8_recipe
 
 __all__ = ["Inputs", "inputs_from_job", "model_fields", "RECOMPUTE_CODE", "METHOD_CODE", "stack_inputs",
            "QUANTIZED_WEIGHT_BYTES", "CP_KIND_CODE"]
@@ -98,6 +98,7 @@ class Inputs:
     mlp_matrices: Any  # 3 gated, 2 plain
     vocab: Any
     context_len_cap: Any  # sliding window, or inf
+    windowed_share: Any  # share of the layers the window applies to (ModelSpec.windowed_layer_share)
     rope: Any  # 1 when rotary embeddings are applied to q and k
     n_experts: Any
     top_k: Any
@@ -127,6 +128,7 @@ class Inputs:
     vpp: Any
     pp_embedding_slot: Any  # 1: the embedding takes a layer-slot of the pipeline split (see TrainingSpec)
     pp_loss_slot: Any  # 1: the output layer and loss take one
+    mtp_layers: Any  # multi-token prediction modules on the last stage (TrainingSpec.mtp_layers)
     pipeline_explicit: Any  # 1: TrainingSpec.pipeline_layers gives each stage's layers
     pipeline_first_layers: Any  # its first stage's layers (beside the embedding)
     pipeline_last_layers: Any  # its last stage's (beside the output head)
@@ -201,6 +203,7 @@ class Inputs:
     fsdp_unsharded_under_pp: Any  # 1 = FSDP keeps a stage's weights gathered, its gradients unsharded, under PP
     zero3_16bit_shard_copy: Any  # 1 = a 16-bit shard beside the fp32 master (DeepSpeed); 0 = FSDP
     fp8_all_gather: Any  # 1 = FSDP gathers the fp8 linears' weights in fp8 (see TrainingSpec)
+    saved_input_bytes: Any  # bytes per element of a linear's input kept for its weight gradient
     loss_parallel_bytes: Any  # bytes per local logit of a TP loss_parallel cross-entropy; 0 = PyTorch's own
     quantized_linear_saves_input: Any
     pretokenized: Any
@@ -410,6 +413,11 @@ class Inputs:
         return ops.where(self.method > 0, count, 0.0)
 
     @property
+    def attended_keys(self):
+        """Keys a query attends to in the FLOP convention, averaged over the layers (attended_keys)."""
+        return attended_keys(self)
+
+    @property
     def q_width_local(self):
         """Query width on one TP rank: its heads × head_dim."""
         return self.n_heads * self.head_dim / self.tp
@@ -471,6 +479,13 @@ class Inputs:
         return self.params_total * (self.weight_bytes + ops.where(self.method == 0, self.optimizer_bytes, 0.0))
 
 
+def attended_keys(x):
+    """Keys a query attends to in the FLOP convention, averaged over the layers: the whole sequence,
+    or the window in the windowed layers. Any object with the fields (a monitor's namespace too)."""
+    windowed = ops.minimum(x.seq_len, x.context_len_cap)
+    return x.windowed_share * windowed + (1 - x.windowed_share) * x.seq_len
+
+
 _FIELD_NAMES = frozenset(f.name for f in fields(Inputs))
 # derived layout figures computed once per Inputs (they are read many times per evaluation)
 _CACHED = tuple(name for name, value in vars(Inputs).items() if isinstance(value, cached_property))
@@ -494,6 +509,13 @@ def inputs_from_job(job: Job, params: ModelParameters, python_floats: bool = Fal
     return Inputs.from_numbers(dict(zip(fields, numbers.tolist() if python_floats else numbers, strict=True)))
 
 
+def _expert_tp_field(t: TrainingSpec) -> float:
+    """The experts' TP degree where it is not tp (given, or the folding an ep past dp·cp needs);
+    0 = tp, so that a search replacing tp carries it."""
+    degree = expert_tp_degree(t)
+    return float(degree) if t.expert_tp is not None or degree != t.tp else 0.0
+
+
 def _explicit_pipeline_fields(t: TrainingSpec) -> dict[str, float]:
     """An explicit per-stage split as its first, last and fullest stage (zeros when unset)."""
     layers = t.pipeline_layers if t.pipeline_layers and t.pp > 1 else None
@@ -512,7 +534,8 @@ def model_fields(m: ModelSpec) -> dict[str, float]:
         mla=float(m.is_mla), q_lora_rank=m.q_lora_rank or 0, kv_lora_rank=m.kv_lora_rank or 0,
         ffn_hidden=m.ffn_hidden,
         mlp_matrices=3 if m.gated_mlp else 2, vocab=m.vocab,
-        context_len_cap=float(m.sliding_window or np.inf), rope=float(m.position_embedding == "rope"),
+        context_len_cap=float(m.sliding_window or np.inf), windowed_share=m.windowed_layer_share,
+        rope=float(m.position_embedding == "rope"),
         n_experts=m.n_experts, top_k=m.top_k if m.is_moe else 0, expert_ffn_hidden=m.expert_ffn,
         n_shared_experts=m.n_shared_experts, shared_ffn_hidden=m.shared_ffn,
         params_total=m.n_params,
@@ -591,6 +614,20 @@ def _attention_fields(job: Job) -> dict[str, float]:
                 fp8_cast_bytes=_cast_bytes(t))
 
 
+# Bytes per element of a linear input kept in its quantized format: fp8 1 (E4M3/E5M2; the per-block
+# scales of MXFP8, one byte per 32, are left out), NVFP4 4 bits + an E4M3 scale per 16 (0.5625)
+QUANTIZED_INPUT_BYTES = {"fp8": 1.0, "fp4": 0.5625}
+
+
+def _saved_input_bytes(t, fw) -> float:
+    """What a linear's saved input costs per element: the quantized copy where the framework keeps
+    it (FrameworkSpec.low_precision_saves_quantized_inputs) and every weight trains, else 16 bits."""
+    sixteen = 4.0 if t.precision == "fp32" else 2.0
+    if fw.low_precision_saves_quantized_inputs and t.precision in QUANTIZED_INPUT_BYTES and t.method == "full":
+        return QUANTIZED_INPUT_BYTES[t.precision]
+    return sixteen
+
+
 def _cast_bytes(t) -> float:
     """HBM bytes per element of casting a linear's 16-bit input to its low-precision format; 0 in 16 bits."""
     return NVFP4_CAST_BYTES if t.precision == "fp4" else FP8_CAST_BYTES.get(resolve_fp8_recipe(t), 0.0)
@@ -614,10 +651,11 @@ def _training_fields(job: Job) -> dict[str, float]:
     adapter_ops = _adapter_host_ops(fw)
     return dict(
         seq_len=t.seq_len, micro_batch=t.micro_batch,
-        global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, expert_tp=t.expert_tp or 0,
+        global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, expert_tp=_expert_tp_field(t),
         dp=t.dp_degree, vpp=t.vpp,
         pp_embedding_slot=float(t.account_for_embedding_in_pipeline_split),
         pp_loss_slot=float(t.account_for_loss_in_pipeline_split), **_explicit_pipeline_fields(t),
+        mtp_layers=t.mtp_layers,
         pp_schedule=PP_SCHEDULE_CODE[t.pp_schedule],
         zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
         recompute_num_layers=float(t.recompute_num_layers or np.inf), dp_shard=float(t.dp_shard or t.dp_degree),
@@ -664,6 +702,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         fsdp_unsharded_under_pp=float(fw.fsdp_unsharded_under_pp),
         zero3_16bit_shard_copy=float(fw.zero3_16bit_shard_copy),
         fp8_all_gather=float(t.fp8_all_gather and t.precision == "fp8"),
+        saved_input_bytes=_saved_input_bytes(t, fw),
         loss_parallel_bytes=float(fw.loss_parallel_bytes_per_logit or 0.0),
         quantized_linear_saves_input=float(fw.quantized_linear_saves_input),
         offload=OFFLOAD_CODE[t.offload], pretokenized=float(t.data_format == "pretokenized"),

@@ -184,8 +184,10 @@ def gpu_counts(model_parallel: int, cp: int, ep: int, gpus_per_node: int, max_gp
     experts' tensor parallelism is set apart), up to `max_gpus`."""
     dp = np.arange(1, max(int(max_gpus) // int(model_parallel), 0) + 1)
     n_gpus = dp * model_parallel
-    expert_ranks = ep * (expert_tp or tp)
-    valid = ((n_gpus <= gpus_per_node) | (n_gpus % gpus_per_node == 0)) & ((dp * cp * tp) % expert_ranks == 0)
+    # unset expert_tp: ep within dp·cp, or spanning the TP ranks too (folded, specs.job.expert_tp_degree)
+    experts_fit = ((dp * cp) % ep == 0) | ((dp * cp * tp) % ep == 0) if expert_tp is None else (
+        (dp * cp * tp) % (ep * expert_tp) == 0)
+    valid = ((n_gpus <= gpus_per_node) | (n_gpus % gpus_per_node == 0)) & experts_fit
     return n_gpus[valid]
 
 

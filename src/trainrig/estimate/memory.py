@@ -95,14 +95,30 @@ def local_parameter_counts(x: Inputs):
     experts = moe_layers * x.n_experts * x.params_expert / (x.ep * x.etp)
     dense = dense + _stage_end_parameters(x, (dense + experts) / ops.maximum(layers, 1.0))
     dense = dense + x.params_norms_per_layer / 2  # + the final norm
+    if ops.any(x.mtp_layers > 0):  # one stage: the MTP modules beside everything (else with the head)
+        mtp_dense, mtp_experts = _mtp_parameters(x)
+        dense, experts = dense + ops.where(x.pp == 1, mtp_dense, 0.0), experts + ops.where(x.pp == 1, mtp_experts, 0.0)
     return dense, experts
+
+
+def _mtp_parameters(x: Inputs):
+    """(dense, expert) parameters of the multi-token prediction modules on one GPU: each one more
+    layer like the stage's average, its 2·hidden → hidden projection (split over TP) and three
+    norms (DeepSeek-V3 §2.2: on the hidden state, the embedding and the output)."""
+    layers, moe = ops.maximum(x.layers_per_stage, 1.0), x.moe_layers_per_stage
+    attention = x.params_attention_per_layer / x.tp + x.params_attention_replicated_per_layer
+    mlp = ((layers - moe) * x.params_dense_mlp_per_layer + moe * x.params_moe_shared_per_layer) / (layers * x.tp)
+    projection = 2 * x.hidden * x.hidden / x.tp + 2.5 * x.params_norms_per_layer  # the layer's 2 norms + 3
+    experts = moe / layers * x.n_experts * x.params_expert / (x.ep * x.etp)
+    return x.mtp_layers * (attention + mlp + projection), x.mtp_layers * experts
 
 
 def _stage_end_parameters(x: Inputs, layer_params):
     """Embedding or head on the fullest stage, net of the layer it displaces where it takes a
     pipeline slot: that stage then holds max(L layers, L − 1 layers + the end) (Megatron-Core
     account_for_embedding/loss_in_pipeline_split)."""
-    slotted = (x.pp > 1) & (((x.pp_embedding_slot + x.pp_loss_slot) > 0) | (x.pipeline_explicit > 0))
+    slotted = (x.pp > 1) & (((x.pp_embedding_slot + x.pp_loss_slot) > 0) | (x.pipeline_explicit > 0)
+                            | (x.mtp_layers > 0))
     if not ops.any(slotted):
         return _end_parameters(x)
     # the end stages' layer counts relative to the fullest stage's (0 or −1; any for an explicit split)
@@ -110,6 +126,8 @@ def _stage_end_parameters(x: Inputs, layer_params):
     last = x.end_stage_layers - x.layers_per_stage
     embedding = x.params_embedding / x.tp + first * layer_params
     head = x.params_head / x.tp + last * layer_params
+    if ops.any(x.mtp_layers > 0):  # beside the head: the MTP modules and the embedding they read
+        head = head + ops.where(x.mtp_layers > 0, ops.total(_mtp_parameters(x)) + x.params_embedding / x.tp, 0.0)
     return ops.where(slotted, ops.maximum(ops.maximum(embedding, head), 0.0), _end_parameters(x))
 
 
@@ -192,10 +210,12 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     mlp_in = ops.where(keeps_input, 1.0, ops.maximum(x.lora_gate, x.lora_up))
     adapter_copy = ops.where(full, 0.0, x.lora_dropout * (e + 1))  # dropout's output and mask
 
+    saved = x.saved_input_bytes  # 16 bits, or the quantized copy Transformer Engine keeps in fp8/fp4
+
     def linear_input(saved_for_weights):
         """Bytes per element a linear's input costs: kept for its weight or adapter, and copied when
         the adapter applies dropout."""
-        return saved_for_weights * (e + adapter_copy)
+        return saved_for_weights * (saved + adapter_copy)
 
     # eager upcasting norms keep the fp32 input and, when their scale trains, the normalized input
     norm_in = ops.where((x.fused_kernels > 0) | (x.eager_norm_upcast == 0), e, 4.0 + ops.where(full, e, 0.0))
@@ -206,8 +226,10 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     attention = attention + x.fused_qkv_view_saved * e * (q_width_local + kv_width_local)  # whole QKV output kept
     if ops.any(x.mla > 0):
         attention = attention + x.mla * _mla_latent_bytes(x, e, keeps_input)
-    o_input = ops.where(full, 0.0, x.lora_o * adapter_copy) * out_local  # o reads the attention output
-    keys = ops.minimum(x.seq_len, x.context_len_cap)
+    # o reads the attention output the kernel keeps; a quantized copy of it beside that where one is kept
+    quantized_copy = ops.where(full & (saved < e), saved, 0.0)
+    o_input = (ops.where(full, 0.0, x.lora_o * adapter_copy) + quantized_copy) * out_local
+    keys = x.attended_keys
     scores = (1 - x.flash_attention) * (e + x.dropout * (1 + e)) * x.n_heads / x.tp * keys
     scores = ops.where(recompute >= 1, 0.0, scores)  # selective recompute drops exactly these
     lse = x.flash_attention * 4 * x.n_heads / x.tp  # fp32 log-sum-exp per query and head
@@ -221,9 +243,12 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     eager_extra = ops.where(gated & eager_keeps & ops.logical_not(op_level), 1.0, 0.0)
     down_input = ops.where(full, 1.0 - op_level, ops.where(keeps_input, 1.0, x.lora_down)
                           + x.lora_down * x.lora_dropout * (1 + 1 / e))
-    dense_mlp = (e * (activation_inputs + eager_extra) + e * down_input) * x.ffn_hidden / x.tp
-    moe_mlp = e * (x.top_k * (x.hidden + x.mlp_matrices * x.expert_ffn_hidden)
-                   + x.n_shared_experts * x.mlp_matrices * x.shared_ffn_hidden) / x.tp
+    dense_mlp = (e * (activation_inputs + eager_extra) + saved * down_input) * x.ffn_hidden / x.tp
+    # routed and shared experts: the permuted tokens and the down projection's input (kept for the
+    # weight gradients, quantized where the framework keeps them so), the first linear's output
+    up_outputs = x.mlp_matrices - 1
+    moe_mlp = (x.top_k * (saved * x.hidden + (e * up_outputs + saved) * x.expert_ffn_hidden)
+               + x.n_shared_experts * (e * up_outputs + saved) * x.shared_ffn_hidden) / x.tp
     moe_fraction = x.n_moe_layers / x.n_layers
     mlp = (1 - moe_fraction) * dense_mlp + moe_fraction * moe_mlp
     whole = tokens * (replicated + attention + o_input + scores + lse + mlp)
@@ -413,8 +438,11 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     in_flight = in_flight_layers(x)
     # offloaded activations: only the layers being moved stay on the GPU (one each way)
     stage_saved = ops.where(x.activation_offload > 0, ops.minimum(in_flight, 2.0) * saved, saved * in_flight)
-    last_stage = saved * ops.where(x.activation_offload > 0, 2.0, x.end_stage_layers) + logits_bytes(x, p)
-    activations_forward = ops.where(x.pp > 1, ops.maximum(stage_saved, last_stage), stage_saved + logits_bytes(x, p))
+    # the last stage: its layers' and the MTP modules' saved sets, and each loss's logits
+    heads = logits_bytes(x, p) * (1 + x.mtp_layers)
+    mtp_saved = saved * x.mtp_layers
+    last_stage = saved * ops.where(x.activation_offload > 0, 2.0, x.end_stage_layers) + mtp_saved + heads
+    activations_forward = ops.where(x.pp > 1, ops.maximum(stage_saved, last_stage), stage_saved + mtp_saved + heads)
     # end of backward: the layer being backpropagated, whole under any policy: full recompute
     # rebuilds all of it, selective rebuilds the tensors it dropped beside the kept ones for that
     # layer's backward (Korthikanti et al. 2022 §5), no recompute kept it all

@@ -20,6 +20,14 @@ class FrameworkSpec(CatalogEntry):
     """Whether the stack fuses norms, activations and rotary embeddings when the job does not say:
     false = eager PyTorch modules (HF Trainer without torch_compile, torchtune whose configs default
     to `compile: False`, LitGPT 2023); true = its own fused kernels (Megatron, Unsloth); null = no default."""
+    low_precision_saves_quantized_inputs: bool = False
+    """In fp8/fp4 training its linears keep their inputs for the weight gradient in the quantized
+    format, 1 byte per element in fp8 (Transformer Engine's Linear, LayerNormLinear and GroupedLinear
+    save the quantized input: Megatron-Core, NeMo); false = the 16-bit input is kept and cast again
+    in the backward (torchao's Float8Linear)."""
+    default_zero: int = Field(default=0, ge=0, le=3)
+    """The ZeRO stage the stack's recipes run when the job does not say: 1 for NeMo / Megatron-Bridge,
+    whose recipes turn Megatron-Core's distributed optimizer on; 0 where it is opt-in."""
     persistent_grad_buffer: bool = False
     """Gradients live in a buffer allocated once and kept between steps (Megatron's contiguous
     main_grad buffer, DeepSpeed's gradient partitions), so they are alive during the forward too;

@@ -25,7 +25,7 @@ from trainrig.specs.model import ModelSpec
 from trainrig.specs.profile import HardwareProfile
 
 __all__ = ["TrainingSpec", "NetworkSpec", "HardwareSpec", "Job", "TrainPrecision", "Framework", "LORA_MODULES",
-           "resolve_attention_kernel", "resolve_fp8_recipe"]
+           "resolve_attention_kernel", "resolve_fp8_recipe", "expert_tp_degree"]
 
 TrainPrecision = Literal["fp32", "fp16", "bf16", "fp8", "fp4"]
 Framework = Literal["custom", "megatron", "nemo", "torchtitan", "deepspeed", "hf-trainer", "torchtune",
@@ -131,8 +131,10 @@ class TrainingSpec(FrozenSpec):
     both, 126 layers + 2 slots on pp 8 × vpp 8 put 2 slots in each of the 64 chunks."""
     grad_accum: int | None = Field(default=None, gt=0, le=MAX_BATCH)
     """Micro-batches per step per data-parallel rank; derived when absent."""
-    zero: int = Field(default=0, ge=0, le=3)
-    """ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also weights (FSDP full_shard)."""
+    zero: int | None = Field(default=None, ge=0, le=3)
+    """ZeRO stage: 1 shards optimizer states (Megatron's distributed optimizer), 2 also gradients, 3
+    also weights (FSDP full_shard); unset = the framework's default (NeMo / Megatron-Bridge recipes:
+    1; otherwise 0)."""
     recompute: Literal["none", "selective", "full"] = "none"
     """Activation recomputation: full redoes whole layers; selective redoes the attention core
     (Korthikanti et al. 2022; Megatron and NeMo redo the fused attention kernel's forward), or, with
@@ -144,6 +146,12 @@ class TrainingSpec(FrozenSpec):
     and are not redone. Megatron-Core and NeMo `recompute_method: block` with `recompute_num_layers`;
     torchtitan's `selective_ac_option: k` (every k-th block) is n_layers / k. Unset = every layer.
     Acts only under full recompute (a plan that tries other policies keeps it, inert there)."""
+    mtp_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
+    """Multi-token prediction modules trained beside the model (DeepSeek-V3 §2.2; Megatron-Core
+    `--mtp-num-layers`, DeepSeek-V3's recipes: 1). Each adds on the last pipeline stage one more
+    transformer layer (as the model's last), a projection of the normalized hidden state and next
+    token's embedding (2·hidden → hidden), and the output head and loss again; its parameters are
+    not in the model's count. 0 = none."""
     sequence_parallel: bool = False
     """Megatron sequence parallelism: norms and dropout split over the TP group too."""
     tp_comm_overlap: bool = False
@@ -392,7 +400,11 @@ class Job(FrozenSpec):
 
     @model_validator(mode="after")
     def _resolve_and_check(self) -> Job:
-        training = _resolved_training(self.model, self.hardware, self.training)
+        training = self.training
+        if training.zero is None:  # the framework's recipes' default, still unstated (estimate's assumptions)
+            training = training.model_copy(update={"zero": self.framework.default_zero})
+            object.__setattr__(training, "__pydantic_fields_set__", training.model_fields_set - {"zero"})
+        training = _resolved_training(self.model, self.hardware, training)
         object.__setattr__(self, "training", training)
         _check_parallelism(self.model, self.hardware, training)
         _check_finetuning(training)
@@ -607,6 +619,18 @@ def _check_overlap(model: ModelSpec, t: TrainingSpec) -> None:
                                                 " or all-gather.")
 
 
+def expert_tp_degree(t: TrainingSpec) -> int:
+    """The routed experts' tensor-parallel degree: `expert_tp`; else tp where ep fits in dp·cp
+    (Megatron-Core's default); else the largest divisor of tp that lets ep·expert_tp divide
+    tp·dp·cp, the folding a framework must run for such an ep (expert_tp 1 always does)."""
+    if t.expert_tp is not None:
+        return t.expert_tp
+    if (t.dp_degree * t.cp) % t.ep == 0:
+        return t.tp
+    ranks = t.tp * t.dp_degree * t.cp
+    return max(d for d in range(1, t.tp + 1) if t.tp % d == 0 and ranks % (t.ep * d) == 0)
+
+
 def _check_experts(model: ModelSpec, t: TrainingSpec) -> None:
     if t.ep == 1 and t.expert_tp is None:
         return
@@ -618,12 +642,12 @@ def _check_experts(model: ModelSpec, t: TrainingSpec) -> None:
             "training.ep",
             f"{t.ep} does not divide the {model.n_experts} experts; valid: {divisors_text(model.n_experts)}.",
         )
-    expert_tp = t.expert_tp or t.tp
-    if t.expert_tp is None and (t.dp_degree * t.cp) % t.ep:
+    if t.expert_tp is None and (t.tp * t.dp_degree * t.cp) % t.ep:
         raise TrainrigError(
-            "training.ep", f"{t.ep} must divide dp·cp = {t.dp_degree * t.cp} (experts are sharded across it);"
-            " with expert_tp below tp it may span the tensor-parallel ranks too."
+            "training.ep", f"{t.ep} must divide tp·dp·cp = {t.tp * t.dp_degree * t.cp}, the ranks the experts"
+            " are sharded across."
         )
+    expert_tp = expert_tp_degree(t)
     if (t.tp * t.dp_degree * t.cp) % (t.ep * expert_tp):
         raise TrainrigError("training.expert_tp", f"ep · expert_tp = {t.ep * expert_tp} must divide tp·dp·cp ="
                             f" {t.tp * t.dp_degree * t.cp} (the ranks the experts are laid over).")

@@ -68,6 +68,9 @@ class ModelSpec(FrozenSpec):
     """Context length of a learned position table (required with `learned`)."""
     sliding_window: int | None = Field(default=None, gt=0, le=MAX_SEQ_LEN)
     """Attention window; tokens attend at most this far back (Mistral)."""
+    full_attention_layers: int | None = Field(default=None, ge=0, le=MAX_LAYERS)
+    """With `sliding_window`: how many layers attend to the whole sequence instead, the others to
+    the window (Gemma 2 and GPT-OSS alternate: half of them; Gemma 3: one in six); unset = none."""
     n_experts: int = Field(default=0, ge=0, le=MAX_EXPERTS)
     """Routed experts per MoE layer; 0 = dense model (at most a hundred thousand)."""
     top_k: int = Field(default=0, ge=0, le=MAX_EXPERTS)
@@ -110,6 +113,10 @@ class ModelSpec(FrozenSpec):
             raise TrainrigError(
                 "model.top_k", f"must be between 1 and n_experts ({self.n_experts}) for an MoE model."
             )
+        if self.full_attention_layers is not None and (self.sliding_window is None
+                                                        or self.full_attention_layers > self.n_layers):
+            reason = "needs a sliding_window" if self.sliding_window is None else f"exceeds n_layers ({self.n_layers})"
+            raise TrainrigError("model.full_attention_layers", f"{reason}: it counts the layers without the window.")
         if self.n_dense_layers > self.n_layers:
             raise TrainrigError("model.n_dense_layers", f"exceeds n_layers ({self.n_layers}).")
         return self
@@ -148,6 +155,13 @@ class ModelSpec(FrozenSpec):
     def value_head_width(self) -> int:
         """Value (and attention-output) width of one head."""
         return self.v_head_dim or self.head_width
+
+    @property
+    def windowed_layer_share(self) -> float:
+        """Share of the layers that attend within `sliding_window` (0 without one)."""
+        if self.sliding_window is None:
+            return 0.0
+        return 1.0 - (self.full_attention_layers or 0) / self.n_layers
 
     @property
     def is_mla(self) -> bool:
