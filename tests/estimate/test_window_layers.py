@@ -42,9 +42,17 @@ def test_no_full_layers_is_the_window_everywhere_and_all_full_layers_is_no_windo
 
 
 def test_the_fused_kernel_sees_the_window_or_half_the_causal_sequence_per_layer():
-    # windowed layers: 256 keys per query; full causal ones (4096 + 1)/2 on average
+    # windowed layers: min(p, 256) keys at position p, 256 − 256²/(2·4096) on average, and one more
+    # 128-key tile that the window's edge cuts; full causal ones (4096 + 1)/2 on average
     x = x_of({"full_attention_layers": 4})
-    assert float(fused_attention_keys(x)) == pytest.approx(0.5 * 256 + 0.5 * 4097 / 2)
+    windowed = 256 - 256 * 256 / (2 * 4096) + 128
+    assert float(fused_attention_keys(x)) == pytest.approx(0.5 * windowed + 0.5 * 4097 / 2)
+
+
+def test_a_window_of_one_tile_computes_two():
+    # GPT-OSS's 128-key window: every query block touches its own tile and the one before it
+    x = x_of({"sliding_window": 128}, seq_len=8192)
+    assert float(fused_attention_keys(x)) == pytest.approx(128 - 128 * 128 / (2 * 8192) + 128)
 
 
 def test_unfused_attention_saves_scores_over_the_average_keys():

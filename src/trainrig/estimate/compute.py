@@ -133,12 +133,16 @@ ATTENTION_KEY_TILE = 128.0
 
 def fused_attention_keys(x: Inputs):
     """Keys a fused attention kernel computes per query, with fully masked tiles skipped: causal ≈
-    half the sequence; a sliding window, the window. Packed samples that attend only within
-    themselves (`packed_sample_len` l, document masking): a query sees (l + 1)/2 keys of its own
-    sample on average, and the tiles a sample boundary cuts are computed whole, about one more key
-    tile per query (for short samples, the tile holding the query and the one before it)."""
+    half the sequence. A sliding window w shorter than the sequence s: a query at position p sees
+    min(p, w) keys, w − w²/(2s) on average, and the tiles the window's edge cuts are computed whole,
+    one more key tile per query block (a 128-key window touches two tiles). Packed samples that
+    attend only within themselves (`packed_sample_len` l, document masking): a query sees (l + 1)/2
+    keys of its own sample on average, and the tiles a sample boundary cuts are computed whole,
+    about one more key tile per query (for short samples, the tile holding the query and the one
+    before it)."""
     keys = ops.minimum(x.seq_len, x.context_len_cap)
-    windowed = ops.where(x.context_len_cap < x.seq_len, keys, (keys + 1) / 2)
+    window_seen = keys - keys * keys / (2 * x.seq_len) + ATTENTION_KEY_TILE
+    windowed = ops.where(x.context_len_cap < x.seq_len, window_seen, (keys + 1) / 2)
     seen = x.windowed_share * windowed + (1 - x.windowed_share) * (x.seq_len + 1) / 2  # over the layers
     return ops.minimum(seen, (x.packed_sample_len + 1) / 2 + ATTENTION_KEY_TILE)
 
