@@ -395,7 +395,7 @@ def _mla_attention(batch: GemmBatch, x: Inputs, tokens, output, ordinary):
     down_tokens = tokens * x.mla_down_tokens_share
     has_q_latent = x.q_lora_rank > 0
     q_rank = ops.maximum(x.q_lora_rank, 1.0)  # a zero-width GEMM stays finite; unused rows are discarded
-    key_value_up = x.n_heads * (x.head_dim - x.rope_head_dim + x.v_head_dim) / x.tp
+    key_value_up = x.mla_kv_up_width / x.tp
     key_value = [batch.linear(down_tokens, x.hidden, x.kv_lora_rank + x.rope_head_dim),
                  batch.linear(tokens, x.kv_lora_rank, key_value_up)]
     latent = [batch.linear(down_tokens, x.hidden, q_rank), batch.linear(tokens, q_rank, x.q_width_local),
@@ -424,8 +424,7 @@ def _op_level_recomputed_gemms(batch: GemmBatch, x: Inputs, tokens, attention):
     whatever the policy and layout (see _op_level_recompute_s)."""
     output = _output_linear(attention)  # o
     # MLA: the key/value up projection stands for k (flops.op_level_key_weights)
-    mla_up_width = x.n_heads * (x.head_dim - x.rope_head_dim + x.v_head_dim) / x.tp
-    k = batch.add(tokens, ops.where(x.mla > 0, mla_up_width, x.kv_width_local),
+    k = batch.add(tokens, ops.where(x.mla > 0, x.mla_kv_up_width / x.tp, x.kv_width_local),
                   ops.where(x.mla > 0, x.kv_lora_rank, x.hidden))
     up = batch.add(tokens, x.ffn_hidden / x.tp, x.hidden)
     return k, output[0], up

@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from trainrig.estimate import ops
-from trainrig.estimate.inputs import METHOD_CODE, Inputs, attended_keys, model_fields
+from trainrig.estimate.inputs import METHOD_CODE, Inputs, attended_keys, mla_kv_up_width, model_fields
 from trainrig.specs import ModelSpec
 
 __all__ = [
@@ -58,7 +58,7 @@ def attention_projection_weights(x: Inputs):
     rank_q, rank_kv = x.q_lora_rank, x.kv_lora_rank
     query = ops.where(rank_q > 0, x.hidden * rank_q + rank_q * q_width, x.hidden * q_width)
     key_value = (x.hidden * (rank_kv + x.rope_head_dim)
-                 + rank_kv * x.n_heads * (x.head_dim - x.rope_head_dim + x.v_head_dim))
+                 + rank_kv * mla_kv_up_width(x))
     return ops.where(x.mla > 0, query + key_value, direct) + output
 
 
@@ -103,8 +103,7 @@ def op_level_recompute_flops_per_token(x: Inputs):
 def op_level_key_weights(x: Inputs):
     """Weights of the key linear op-level selective recompute redoes: k, or under MLA the key/value
     up projection (the policy's even matmul there; see core._op_level_recomputed_gemms)."""
-    mla_up = x.kv_lora_rank * x.n_heads * (x.head_dim - x.rope_head_dim + x.v_head_dim)
-    return ops.where(x.mla > 0, mla_up, x.hidden * x.kv_heads * x.head_dim)
+    return ops.where(x.mla > 0, x.kv_lora_rank * mla_kv_up_width(x), x.hidden * x.kv_heads * x.head_dim)
 
 
 def hardware_flops_per_token(x: Inputs):

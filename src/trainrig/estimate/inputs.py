@@ -390,7 +390,7 @@ class Inputs:
         projections' outputs split over `tp`."""
         has_q_latent = self.q_lora_rank > 0
         q_width = self.n_heads * self.head_dim / tp
-        kv_up = self.n_heads * (self.head_dim - self.rope_head_dim + self.v_head_dim) / tp
+        kv_up = self.mla_kv_up_width / tp
         key_value = ops.maximum(self.lora_k, self.lora_v)
         fan_in = (self.lora_q * (self.hidden + ops.where(has_q_latent, self.q_lora_rank, 0.0))
                   + key_value * (self.hidden + self.kv_lora_rank))
@@ -445,6 +445,11 @@ class Inputs:
         return ops.where(self.expert_tp > 0, self.expert_tp, self.tp)
 
     @property
+    def mla_kv_up_width(self):
+        """Output width of MLA's key/value up projection, all heads (mla_kv_up_width)."""
+        return mla_kv_up_width(self)
+
+    @property
     def mla_latent_width(self):
         """MLA's down-projection outputs per token: the query latent, the key/value latent and the
         shared rotary key (0 without MLA)."""
@@ -477,6 +482,12 @@ class Inputs:
     def checkpoint_bytes(self):
         """One full checkpoint: 16-bit weights, plus the optimizer states when every weight trains."""
         return self.params_total * (self.weight_bytes + ops.where(self.method == 0, self.optimizer_bytes, 0.0))
+
+
+def mla_kv_up_width(x):
+    """Output width of MLA's key/value up projection, all heads: every head's non-rotary key and
+    its value (TP splits it by heads). Any object with the fields (a monitor's namespace too)."""
+    return x.n_heads * (x.head_dim - x.rope_head_dim + x.v_head_dim)
 
 
 def attended_keys(x):
