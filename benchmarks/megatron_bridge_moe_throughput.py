@@ -8,7 +8,7 @@ latent-attention, folded expert-parallel and windowed-layer terms made expressib
 Each row takes what the table states: model, GPUs, precision (BF16; FP8-MX = mxfp8; FP8-CS =
 tensorwise current scaling), global and micro-batch, sequence length, TP, PP, CP, VP and EP. What
 it does not state is left to trainrig's defaults for `framework: nemo` (Megatron-Bridge: its
-recipes' distributed optimizer, ZeRO 1) and named here: no recompute, no MTP module, no CUDA graphs
+recipes' distributed optimizer, ZeRO 1) and named here: no recompute (but see RECOMPUTE), no MTP module, no CUDA graphs
 or all-to-all overlap (the recipes may run them), the network (8 × 400 Gb/s NDR per 8-GPU node;
 GB300 800 Gb/s XDR per GPU) and, for an EP larger than dp·cp, the experts without tensor
 parallelism (the estimate names that assumption). The table's H100 Qwen3-235B row lacks a column
@@ -31,6 +31,10 @@ QWEN3_235B = {"name": "qwen3-235b-a22b", "n_layers": 94, "hidden": 4096, "n_head
 MODELS = {"DeepSeekV3": "deepseek-v3", "GPT_OSS_120B": "gpt-oss-120b", "Qwen3_30B_a3B": QWEN3_30B,
           "Qwen3_235B_a22B": QWEN3_235B}
 PRECISION = {"BF16": ("bf16", None), "FP8-MX": ("fp8", "mxfp8"), "FP8-CS": ("fp8", "tensorwise")}
+# Megatron-Bridge's performance recipes (scripts/performance/configs/deepseek/deepseek_workload_base_configs.py)
+# list `recompute_modules` per system and precision; applied where that file's layout (pp, vp, ep)
+# is the table's row, as `--recompute` runs them: (system, model, precision) → modules.
+RECOMPUTE = {("GB200", "DeepSeekV3", "BF16"): ["mla_up_proj"], ("B200", "DeepSeekV3", "FP8-MX"): ["mla_up_proj"]}
 # system, model, GPUs, precision, GBS, MBS, seq, TP, PP, CP, VP, EP, tokens/s per GPU
 ROWS = """
 GB300 DeepSeekV3 256 BF16 4096 1 4096 1 2 1 4 32 3848
@@ -52,7 +56,7 @@ H100-SXM5-80GB Qwen3_30B_a3B 16 FP8-CS 512 2 4096 1 2 1 24 8 5275
 """
 
 
-def row_job(system, model, n_gpus, precision, gbs, mbs, seq, tp, pp, cp, vp, ep):
+def row_job(system, model, n_gpus, precision, gbs, mbs, seq, tp, pp, cp, vp, ep, recompute_modules=None):
     gpus_per_node = 4 if system.startswith("GB") else 8  # NVL72 trays of 4, DGX nodes of 8
     network = {"bandwidth_gbps": 800, "ports_per_node": 4} if system == "GB300" else {
         "bandwidth_gbps": 400, "ports_per_node": gpus_per_node}
@@ -64,11 +68,16 @@ def row_job(system, model, n_gpus, precision, gbs, mbs, seq, tp, pp, cp, vp, ep)
                 "tp": tp, "pp": pp, "cp": cp, "vpp": vp, "ep": ep, "sequence_parallel": tp > 1}
     if recipe:
         training["fp8_recipe"] = recipe
+    if recompute_modules:
+        training["recompute_modules"] = recompute_modules
     return load_job({"model": MODELS[model], "hardware": hardware, "training": training})
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--recompute", action="store_true",
+                        help="run the recipes' recompute_modules where their layout is the row's (RECOMPUTE)")
+    args = parser.parse_args()
     errors = []
     print(f"{'system':<15}{'model':<17}{'GPUs':>5} {'prec':<7}{'layout':<22}{'measured':>9}{'estimate':>10}{'error':>8}"
           f"{'GiB':>7}")
@@ -76,15 +85,18 @@ def main() -> None:
         system, model, *numbers, measured = line.split()
         n_gpus, precision, *rest = numbers[0], numbers[1], *numbers[2:]
         values = [int(v) for v in rest]
-        job = row_job(system, model, int(n_gpus), precision, *values)
+        modules = RECOMPUTE.get((system, model, precision)) if args.recompute else None
+        job = row_job(system, model, int(n_gpus), precision, *values, recompute_modules=modules)
         result = estimate(job, advise_fit=False)
         error = result.tokens_per_s_per_gpu / float(measured) - 1
         errors.append(abs(error))
         tp, pp, cp, vp, ep = values[3:]
-        layout = f"tp{tp} pp{pp} cp{cp} vp{vp} ep{ep}"
+        layout = f"tp{tp} pp{pp} cp{cp} vp{vp} ep{ep}" + ("*" if modules else "")
         fits = "" if result.fits else " (does not fit)"
         print(f"{system:<15}{model:<17}{n_gpus:>5} {precision:<7}{layout:<22}{float(measured):>9.0f}"
               f"{result.tokens_per_s_per_gpu:>10.0f}{error:>+8.1%}{result.memory_per_gpu_gib:>7.1f}{fits}")
+    if args.recompute:
+        print("* with the recipe's recompute_modules (RECOMPUTE)")
     print(f"mean absolute error {statistics.mean(errors):.1%} over {len(errors)} rows;"
           f" median {statistics.median(errors):.1%}")
 

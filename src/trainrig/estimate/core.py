@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from trainrig.estimate import collectives as comm
-from trainrig.estimate import ops
+from trainrig.estimate import module_recompute, ops
 from trainrig.estimate.compute import (
     GemmBatch,
     attention_time_s,
@@ -359,6 +359,7 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[
     # multi-token prediction's projection of [norm(h); norm(embedding)], split over TP
     mtp_projection = [batch.linear(tokens, 2 * x.hidden, x.hidden / x.tp)] if ops.any(x.mtp_layers > 0) else []
     redone = _op_level_recomputed_gemms(batch, x, tokens, attention) if op_level else None
+    mla_up = _mla_up_projections(batch, x, tokens) if ops.any(x.mla > 0) else []
     t = batch.run(x, p)
     trainable = x.method == 0
 
@@ -384,6 +385,9 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[
             "attention_core": attention_time_s(tokens, x.n_heads / x.tp, x, p),
             "op_recompute": (0.0, 0.0, 0.0) if redone is None else tuple(t[g] for g in redone),
             "mtp_projection": passes(mtp_projection) if mtp_projection else (0.0, 0.0, 0.0),
+            # what Megatron-Core's recompute_modules redo (their forward; module_recompute.py)
+            "mla_up": passes(mla_up) if mla_up else (0.0, 0.0, 0.0),
+            "shared_mlp": passes(shared) if shared else (0.0, 0.0, 0.0),
             "down_forward": t[_output_linear(dense)[0]]}
 
 
@@ -408,6 +412,14 @@ def _mla_attention(batch: GemmBatch, x: Inputs, tokens, output, ordinary):
     if type(x.mla) is not np.ndarray or x.mla.min() == x.mla.max():
         return mla if bool(np.all(x.mla > 0)) else ordinary
     return x.mla, mla, ordinary
+
+
+def _mla_up_projections(batch: GemmBatch, x: Inputs, tokens):
+    """MLA's up projections, which `recompute_modules: [mla_up_proj]` redoes: the query's from its
+    latent (from the hidden state without one) and the key/value one, split by heads over TP."""
+    query_input = ops.where(x.q_lora_rank > 0, x.q_lora_rank, x.hidden)
+    return [batch.linear(tokens, query_input, x.q_width_local),
+            batch.linear(tokens, x.kv_lora_rank, x.mla_kv_up_width / x.tp)]
 
 
 def _op_level_recomputed_gemms(batch: GemmBatch, x: Inputs, tokens, attention):
@@ -489,7 +501,9 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
     redone_attention, redone_mlp = _op_level_recompute_s(x, gemm)
     op_level = ops.total((elementwise_fwd, redone_attention, (1 - moe_fraction) * redone_mlp))
     # Megatron's core-attention checkpoint: the attention core again (with flash, its fused kernel)
-    attention_only = attention_fwd + softmax_s / (x.hbm_bandwidth_gbs * 1e9)
+    attention_only = x.redo_core_attn * (attention_fwd + softmax_s / (x.hbm_bandwidth_gbs * 1e9))
+    if module_recompute.lists_modules(x):  # Megatron-Core's other recompute_modules
+        attention_only = attention_only + module_recompute.redone_s(x, tokens, gemm)
     selective = ops.where(op_level_recompute(x), op_level, attention_only)
     recompute = ops.where(x.recompute == 2, full, ops.where(x.recompute == 1, selective, 0.0))
     return forward, backward, recompute
@@ -544,7 +558,10 @@ def _kernels_per_layer(x: Inputs, p: ModelParameters):
     forward = linears + attention + elementwise + tp_collectives + moe
     weight_grads = ops.where(x.method == 0, linears, 0.0)
     backward = forward + weight_grads + ops.where(x.flash_attention > 0, 1.0, 2.0)
-    selective = ops.where(op_level_recompute(x), _op_level_kernels(x), attention)  # or the attention core again
+    modules = x.redo_core_attn * attention  # the attention core again, and the modules listed beside it
+    if module_recompute.lists_modules(x):
+        modules = modules + module_recompute.redone_kernels(x)
+    selective = ops.where(op_level_recompute(x), _op_level_kernels(x), modules)
     # an early-stopping checkpoint skips the dense MLP's down projection and the residual add after it
     full = x.full_recompute_share * (forward - x.checkpoint_early_stop * 2 * (1 - x.n_moe_layers / x.n_layers))
     recompute = ops.where(x.recompute == 2, full, ops.where(x.recompute == 1, selective, 0.0))
@@ -621,6 +638,8 @@ def _tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers, gemm):
     # the one after the down projection (its reduce-scatter half under sequence parallelism)
     skipped = x.checkpoint_early_stop * ops.where(x.sequence_parallel_active > 0, 0.5, 1.0)
     count = 4 + x.full_recompute_share * (2 - skipped) + _op_level_tp_collectives(x)
+    if module_recompute.lists_modules(x):  # a recomputed MLP or MoE layer gathers and scatters again
+        count = count + module_recompute.redone_tp_units(x)
     if ops.any(x.mla > 0):  # MLA gathers its narrow latents, not the hidden state, before attention
         narrower = _mla_gather_saving(x)
         count = count - (2 + x.full_recompute_share) * narrower
@@ -712,6 +731,8 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     op_level = ring(redone_attention) + ring((1 - moe) * redone_mlp)
     full = x.full_recompute_share * (forward - x.checkpoint_early_stop * after_down)  # early stop: no FC2 again
     recompute = ops.where(x.recompute == 2, full, ops.where(op_level_recompute(x), op_level, 0.0))
+    if module_recompute.lists_modules(x):  # a recomputed MLP's gather and scatter, beside its GEMMs again
+        recompute = recompute + module_recompute.redone_tp_units(x) * (ring(mlp_fwd * fc1_share) + after_down)
     return forward + backward + recompute
 
 
@@ -782,6 +803,8 @@ def _expert_parallel_s(x: Inputs, p: ModelParameters, tokens):
     dispatched = tokens * (x.etp / x.tp) * x.top_k * x.hidden * x.activation_bytes  # this rank's tokens
     per_all_to_all = comm.all_to_all_time_s(dispatched, group)
     count = 4 + 2 * x.full_recompute_share
+    if module_recompute.lists_modules(x):  # a recomputed MoE layer dispatches and combines again
+        count = count + module_recompute.redone_all_to_alls(x)
     return ops.where(x.ep > 1, x.moe_layers_per_stage * count * per_all_to_all, 0.0)
 
 

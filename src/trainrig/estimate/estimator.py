@@ -207,7 +207,7 @@ def _config(job: Job, n_params: int) -> dict[str, Any]:
         "inter_node": hw.inter_node.link.id if hw.inter_node else None,
         "tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "expert_tp": expert_tp_degree(t), "dp": t.dp_degree,
         "vpp": t.vpp, "pipeline_layers": list(t.pipeline_layers) if t.pipeline_layers else None, "zero": t.zero,
-        "recompute": t.recompute, "micro_batch": t.micro_batch,
+        "recompute": t.recompute, "recompute_modules": t.recompute_modules, "micro_batch": t.micro_batch,
         "global_batch": t.global_batch, "grad_accum": t.micro_batches, "seq_len": t.seq_len,
         "precision": t.precision, "method": t.method, "framework": t.framework,
         "master_weights": t.master_weights, "quantization": t.base_quantization, "optimizer": t.optimizer,
@@ -341,8 +341,8 @@ def _projection_assumptions(job: Job) -> list[str]:
 def _selective_recompute_assumptions(job: Job) -> list[str]:
     """What `recompute: selective` redoes, where flash attention leaves no scores to drop."""
     t = job.training
-    if t.recompute != "selective" or not t.flash_attention:
-        return []
+    if t.recompute != "selective" or not t.flash_attention or t.recompute_modules is not None:
+        return []  # (a module list says what it redoes)
     if job.framework.selective_recompute == "attention":
         return [f"selective recompute redoes the attention kernel's forward ({job.framework.name}'s"
                 " core-attention checkpoint); everything else is kept"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from trainrig.estimate import ops
+from trainrig.estimate import module_recompute, ops
 from trainrig.estimate.inputs import METHOD_CODE, Inputs, attended_keys, mla_kv_up_width, model_fields
 from trainrig.specs import ModelSpec
 
@@ -114,7 +114,11 @@ def hardware_flops_per_token(x: Inputs):
     that policy drops."""
     layers_forward = layer_gemm_flops_per_token(x) + attention_flops_per_token(x)
     op_level = (x.flash_attention > 0) & (x.selective_recompute_ops > 0)  # memory.op_level_recompute
-    selective = ops.where(op_level, op_level_recompute_flops_per_token(x), attention_flops_per_token(x))
+    # Megatron-Core's recompute_modules: the attention core where core_attn is listed, and the modules beside it
+    modules = x.redo_core_attn * attention_flops_per_token(x)
+    if module_recompute.lists_modules(x):
+        modules = modules + module_recompute.redone_flops_per_token(x)
+    selective = ops.where(op_level, op_level_recompute_flops_per_token(x), modules)
     # an early-stopping checkpoint does not redo the dense MLP's down projection
     down = (x.n_layers - x.n_moe_layers) * 2 * x.hidden * x.ffn_hidden * x.checkpoint_early_stop
     recompute = ops.where(x.recompute == 2, x.full_recompute_share * (layers_forward - down),

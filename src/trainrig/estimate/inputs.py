@@ -16,7 +16,7 @@ import numpy as np
 from trainrig.estimate import ops
 from trainrig.estimate.params import ModelParameters
 from trainrig.specs import Job, ModelSpec, TrainingSpec
-from trainrig.specs.job import expert_tp_degree, resolve_attention_kernel, resolve_fp8_recipe
+from trainrig.specs.job import RECOMPUTE_MODULES, expert_tp_degree, resolve_attention_kernel, resolve_fp8_recipe
 
 __all__ = ["Inputs", "inputs_from_job", "model_fields", "RECOMPUTE_CODE", "METHOD_CODE", "stack_inputs",
            "QUANTIZED_WEIGHT_BYTES", "CP_KIND_CODE"]
@@ -194,6 +194,14 @@ class Inputs:
     swiglu_saves_activation: Any
     selective_recompute_ops: Any  # 1 = selective recompute with flash attention is op-level; 0 = attention only
     checkpoint_early_stop: Any  # 1 = full recompute skips the block's last matmul (non-reentrant early stop)
+    # selective recompute by module (training.recompute_modules; estimate/module_recompute.py): 1 = redone
+    redo_core_attn: Any
+    redo_mla_up_proj: Any
+    redo_layernorm: Any
+    redo_moe_act: Any
+    redo_mlp: Any
+    redo_moe: Any
+    redo_shared_experts: Any
     zero3_module_fetch_us: Any
     zero3_gather_host_ops: Any  # host ops per gathered parameter and gather when sharded over > 1 rank
     zero3_grad_full_passes: Any  # ZeRO-3 HBM passes over the whole 16-bit gradient per micro-batch
@@ -468,6 +476,12 @@ class Inputs:
         return self.sequence_parallel * (self.tp > 1)
 
     @cached_property
+    def recompute_modules_listed(self) -> bool:
+        """Whether any row redoes a Megatron-Core recompute module beside the attention core (else
+        every term of module_recompute.py is 0 and is skipped)."""
+        return any(bool(ops.any(getattr(self, f"redo_{name}") > 0)) for name in RECOMPUTE_MODULES[1:])
+
+    @cached_property
     def op_level_redone_linears(self):
         """(k, o, up): 1 for each linear torchtitan's op-level selective recompute redoes, 0 for one it
         keeps (the policy and its layout rules: core._op_level_recomputed_gemms). k and the up
@@ -639,6 +653,13 @@ def _saved_input_bytes(t, fw) -> float:
     return sixteen
 
 
+def _recompute_module_fields(t) -> dict[str, float]:
+    """One flag per Megatron-Core recompute module: the job's list, else the attention core alone
+    (what selective recompute redoes wherever it is not an op-level policy)."""
+    listed = ("core_attn",) if t.recompute_modules is None else t.recompute_modules
+    return {f"redo_{name}": float(name in listed) for name in RECOMPUTE_MODULES}
+
+
 def _cast_bytes(t) -> float:
     """HBM bytes per element of casting a linear's 16-bit input to its low-precision format; 0 in 16 bits."""
     return NVFP4_CAST_BYTES if t.precision == "fp4" else FP8_CAST_BYTES.get(resolve_fp8_recipe(t), 0.0)
@@ -704,7 +725,8 @@ def _training_fields(job: Job) -> dict[str, float]:
         fsdp_frozen_params_get_grads=float(fw.fsdp_frozen_params_get_grads),
         fused_qkv_view_saved=float(fw.fused_qkv_view_saved), eager_norm_upcast=float(fw.eager_norm_upcast),
         swiglu_saves_activation=float(fw.swiglu_saves_activation), zero3_module_fetch_us=fw.zero3_module_fetch_us,
-        selective_recompute_ops=float(fw.selective_recompute == "ops"),
+        selective_recompute_ops=float(fw.selective_recompute == "ops" and t.recompute_modules is None),
+        **_recompute_module_fields(t),
         checkpoint_early_stop=float(fw.checkpoint_early_stop),
         zero3_gather_host_ops=fw.zero3_gather_host_ops,
         zero3_grad_full_passes=fw.zero3_grad_full_passes, zero3_grad_shard_passes=fw.zero3_grad_shard_passes,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainrig.estimate import ops
+from trainrig.estimate import module_recompute, ops
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
 from trainrig.units import GIB
@@ -231,9 +231,11 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     o_input = (ops.where(full, 0.0, x.lora_o * adapter_copy) + quantized_copy) * out_local
     keys = x.attended_keys
     scores = (1 - x.flash_attention) * (e + x.dropout * (1 + e)) * x.n_heads / x.tp * keys
-    scores = ops.where(recompute >= 1, 0.0, scores)  # selective recompute drops exactly these
+    # selective recompute drops exactly these (where it redoes the attention core: Megatron-Core's core_attn)
+    scores = ops.where((recompute == 2) | ((recompute == 1) & (x.redo_core_attn > 0)), 0.0, scores)
     lse = x.flash_attention * 4 * x.n_heads / x.tp  # fp32 log-sum-exp per query and head
-    lse = ops.where((recompute == 1) & (x.selective_recompute_ops == 0), 0.0, lse)  # redone with the kernel
+    redone_with_kernel = (recompute == 1) & (x.selective_recompute_ops == 0) & (x.redo_core_attn > 0)
+    lse = ops.where(redone_with_kernel, 0.0, lse)
     # MLP: the activation's input(s) are always saved (gate and up for SwiGLU, fc1's output
     # otherwise); the down projection's input only for its weight or adapter. Fused kernels
     # recompute SwiGLU's product; eager ones keep silu(gate) as well.
@@ -273,10 +275,17 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     op_set = (e * x.hidden / rep + e * (kept_projections + out_local) + lse + reduce_scattered
               + (1 - moe_fraction) * dense_op_mlp + moe_fraction * moe_mlp)
     whole = ops.where(op_level & full, tokens * op_set, whole)
+    kept = whole
+    if module_recompute.lists_modules(x):  # Megatron-Core's recompute_modules beside core_attn
+        parts = {"mla_qkv": qkv, "attention_norm": linear_input(attention_in) * x.hidden / rep,
+                 "mlp_norm": linear_input(mlp_in) * x.hidden / rep, "dense_mlp": dense_mlp, "moe_mlp": moe_mlp,
+                 "routed_down": x.top_k * saved * x.expert_ffn_hidden / x.tp,
+                 "shared": x.n_shared_experts * (e * up_outputs + saved) * x.shared_ffn_hidden / x.tp}
+        kept = whole - tokens * module_recompute.dropped_bytes_per_token(x, parts, recompute)
     # full recompute keeps only the layer input of the layers it redoes (recompute_num_layers: its
     # share of the stage), the others keep their whole set
     share = ops.where(recompute == 2, x.full_recompute_share if recompute_override is None else 1.0, 0.0)
-    return ops.where(recompute == 2, share * layer_input + (1 - share) * whole, whole), whole
+    return ops.where(recompute == 2, share * layer_input + (1 - share) * whole, kept), whole
 
 
 def _mla_latent_bytes(x: Inputs, e, keeps_input):

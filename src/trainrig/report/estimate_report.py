@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -113,7 +114,7 @@ def what_if_table(base: Estimate, variants: list[tuple[str, Estimate]]) -> Table
     table.add_column("")
     table.add_column("base", justify="right")
     for label, _ in variants:
-        table.add_column(label, justify="right")
+        table.add_column(escape(label), justify="right")  # a list value's brackets are not markup
     rows = [
         ("fits", lambda e: "yes" if e.fits else "no"),
         ("memory/GPU", lambda e: f"{e.memory_per_gpu_gib:.1f} GiB"),

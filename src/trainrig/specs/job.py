@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BeforeValidator, Field, model_validator
 
@@ -25,12 +25,15 @@ from trainrig.specs.model import ModelSpec
 from trainrig.specs.profile import HardwareProfile
 
 __all__ = ["TrainingSpec", "NetworkSpec", "HardwareSpec", "Job", "TrainPrecision", "Framework", "LORA_MODULES",
-           "resolve_attention_kernel", "resolve_fp8_recipe", "expert_tp_degree"]
+           "resolve_attention_kernel", "resolve_fp8_recipe", "expert_tp_degree", "RECOMPUTE_MODULES"]
 
 TrainPrecision = Literal["fp32", "fp16", "bf16", "fp8", "fp4"]
 Framework = Literal["custom", "megatron", "nemo", "torchtitan", "deepspeed", "hf-trainer", "torchtune",
                     "litgpt", "unsloth", "axolotl"]
 LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down")
+# Megatron-Core's names for the submodules selective recompute can redo (TransformerConfig.recompute_modules)
+RecomputeModule = Literal["core_attn", "mla_up_proj", "layernorm", "moe_act", "mlp", "moe", "shared_experts"]
+RECOMPUTE_MODULES = get_args(RecomputeModule)
 # Module names the common stacks use for the same linears (Hugging Face/PEFT, torchtune, LitGPT).
 LORA_MODULE_ALIASES = {
     "q_proj": "q", "query": "q", "k_proj": "k", "key": "k", "v_proj": "v", "value": "v",
@@ -146,6 +149,17 @@ class TrainingSpec(FrozenSpec):
     and are not redone. Megatron-Core and NeMo `recompute_method: block` with `recompute_num_layers`;
     torchtitan's `selective_ac_option: k` (every k-th block) is n_layers / k. Unset = every layer.
     Acts only under full recompute (a plan that tries other policies keeps it, inert there)."""
+    recompute_modules: list[RecomputeModule] | None = None
+    """With `recompute: selective`, the submodules each layer recomputes, as Megatron-Core's
+    `recompute_modules` names them (TransformerConfig; `--recompute-modules`): `core_attn` the
+    attention core; `mla_up_proj` MLA's up projections and rotary, whose q, k and v are not kept;
+    `layernorm` the norms standing alone before a linear (Transformer Engine fuses the others into
+    it: MLA's input norm and the norm before an MoE layer are alone), whose outputs are not kept;
+    `moe_act` the experts' activation, whose output (the down projection's input) is not kept;
+    `mlp` a dense layer's whole MLP; `moe` a whole MoE layer, dispatch included; `shared_experts`
+    the shared experts. Given, it replaces the framework's selective policy; without `recompute`
+    it means `selective`. Unset = the framework's own policy (Megatron-Core: `[core_attn]`). Acts
+    only under selective recompute (a plan that tries other policies keeps it, inert there)."""
     mtp_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     """Multi-token prediction modules trained beside the model (DeepSeek-V3 §2.2; Megatron-Core
     `--mtp-num-layers`, DeepSeek-V3's recipes: 1). Each adds on the last pipeline stage one more
@@ -266,6 +280,17 @@ class TrainingSpec(FrozenSpec):
     """Data-loader worker processes per GPU (PyTorch DataLoader num_workers)."""
     checkpoint_interval_steps: int | None = Field(default=None, gt=0, le=MAX_BATCH)
     """Steps between checkpoints; null = checkpoint writes not modelled."""
+
+    @model_validator(mode="after")
+    def _recompute_modules_imply_selective(self) -> TrainingSpec:
+        """A module list with no `recompute` given is Megatron-Core's selective granularity; each
+        module listed once."""
+        if self.recompute_modules is None:
+            return self
+        object.__setattr__(self, "recompute_modules", list(dict.fromkeys(self.recompute_modules)))
+        if "recompute" not in self.model_fields_set:
+            object.__setattr__(self, "recompute", "selective")
+        return self
 
     @model_validator(mode="after")
     def _attention_aliases(self) -> TrainingSpec:
