@@ -34,6 +34,10 @@ PRECISION = {"BF16": ("bf16", None), "FP8-MX": ("fp8", "mxfp8"), "FP8-CS": ("fp8
 # Megatron-Bridge's performance recipes (scripts/performance/configs/deepseek/deepseek_workload_base_configs.py)
 # list `recompute_modules` per system and precision; applied where that file's layout (pp, vp, ep)
 # is the table's row, as `--recompute` runs them: (system, model, precision) → modules.
+# The DeepSeek recipes' precision-aware optimizer: AdamW's moments in bf16 (`exp_avg_dtype`,
+# `exp_avg_sq_dtype`; Megatron-Bridge scripts/performance `_enable_deepseek_precision_aware_optimizer`,
+# "the optimizer precision settings used by tuned DeepSeek recipes"), run with --bf16-moments.
+BF16_MOMENTS = ("DeepSeekV3",)
 RECOMPUTE = {("GB200", "DeepSeekV3", "BF16"): ["mla_up_proj"], ("B200", "DeepSeekV3", "FP8-MX"): ["mla_up_proj"]}
 # system, model, GPUs, precision, GBS, MBS, seq, TP, PP, CP, VP, EP, tokens/s per GPU
 ROWS = """
@@ -56,7 +60,8 @@ H100-SXM5-80GB Qwen3_30B_a3B 16 FP8-CS 512 2 4096 1 2 1 24 8 5275
 """
 
 
-def row_job(system, model, n_gpus, precision, gbs, mbs, seq, tp, pp, cp, vp, ep, recompute_modules=None):
+def row_job(system, model, n_gpus, precision, gbs, mbs, seq, tp, pp, cp, vp, ep, recompute_modules=None,
+            bf16_moments=False):
     gpus_per_node = 4 if system.startswith("GB") else 8  # NVL72 trays of 4, DGX nodes of 8
     network = {"bandwidth_gbps": 800, "ports_per_node": 4} if system == "GB300" else {
         "bandwidth_gbps": 400, "ports_per_node": gpus_per_node}
@@ -70,6 +75,8 @@ def row_job(system, model, n_gpus, precision, gbs, mbs, seq, tp, pp, cp, vp, ep,
         training["fp8_recipe"] = recipe
     if recompute_modules:
         training["recompute_modules"] = recompute_modules
+    if bf16_moments:
+        training["optimizer_moment_dtype"] = "bf16"
     return load_job({"model": MODELS[model], "hardware": hardware, "training": training})
 
 
@@ -77,6 +84,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recompute", action="store_true",
                         help="run the recipes' recompute_modules where their layout is the row's (RECOMPUTE)")
+    parser.add_argument("--bf16-moments", action="store_true",
+                        help="the DeepSeek recipes' bf16 optimizer moments on their rows (BF16_MOMENTS)")
     args = parser.parse_args()
     errors = []
     print(f"{'system':<15}{'model':<17}{'GPUs':>5} {'prec':<7}{'layout':<22}{'measured':>9}{'estimate':>10}{'error':>8}"
@@ -86,17 +95,20 @@ def main() -> None:
         n_gpus, precision, *rest = numbers[0], numbers[1], *numbers[2:]
         values = [int(v) for v in rest]
         modules = RECOMPUTE.get((system, model, precision)) if args.recompute else None
-        job = row_job(system, model, int(n_gpus), precision, *values, recompute_modules=modules)
+        moments = args.bf16_moments and model in BF16_MOMENTS
+        job = row_job(system, model, int(n_gpus), precision, *values, recompute_modules=modules, bf16_moments=moments)
         result = estimate(job, advise_fit=False)
         error = result.tokens_per_s_per_gpu / float(measured) - 1
         errors.append(abs(error))
         tp, pp, cp, vp, ep = values[3:]
-        layout = f"tp{tp} pp{pp} cp{cp} vp{vp} ep{ep}" + ("*" if modules else "")
+        layout = f"tp{tp} pp{pp} cp{cp} vp{vp} ep{ep}" + ("*" if modules else "") + ("†" if moments else "")
         fits = "" if result.fits else " (does not fit)"
         print(f"{system:<15}{model:<17}{n_gpus:>5} {precision:<7}{layout:<22}{float(measured):>9.0f}"
               f"{result.tokens_per_s_per_gpu:>10.0f}{error:>+8.1%}{result.memory_per_gpu_gib:>7.1f}{fits}")
     if args.recompute:
         print("* with the recipe's recompute_modules (RECOMPUTE)")
+    if args.bf16_moments:
+        print("† with bf16 optimizer moments (BF16_MOMENTS)")
     print(f"mean absolute error {statistics.mean(errors):.1%} over {len(errors)} rows;"
           f" median {statistics.median(errors):.1%}")
 

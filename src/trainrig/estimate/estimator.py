@@ -211,6 +211,7 @@ def _config(job: Job, n_params: int) -> dict[str, Any]:
         "global_batch": t.global_batch, "grad_accum": t.micro_batches, "seq_len": t.seq_len,
         "precision": t.precision, "method": t.method, "framework": t.framework,
         "master_weights": t.master_weights, "quantization": t.base_quantization, "optimizer": t.optimizer,
+        "optimizer_moment_dtype": t.optimizer_moment_dtype,
         "loss": t.loss, "packing": t.packing,
         "attention_kernel": resolve_attention_kernel(t, hw.gpu)[1], "fp8_recipe": resolve_fp8_recipe(t),
     }

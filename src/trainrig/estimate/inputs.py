@@ -583,6 +583,7 @@ def model_fields(m: ModelSpec) -> dict[str, float]:
 OPTIMIZER_MOMENTS = {"adamw": 2, "paged_adamw": 2, "adam8bit": 0, "paged_adamw8bit": 0, "sgd": 1, "adafactor": 0}
 EIGHT_BIT_MOMENT_BYTES = {"adam8bit": 2, "paged_adamw8bit": 2}
 # Bytes the optimizer step streams per parameter (reads + writes of grads, states, master, weights).
+MOMENT_DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
 OPTIMIZER_STEP_BYTES = {"adamw": 34, "paged_adamw": 34, "adam8bit": 22, "paged_adamw8bit": 22, "sgd": 22,
                         "adafactor": 18}
 
@@ -594,8 +595,16 @@ def optimizer_state_bytes(t) -> float:
     32-bit paged AdamW (its state buffers are float32 whatever the parameters' dtype)."""
     fp32 = t.precision == "fp32"
     master = 4.0 if (t.master_weights and not fp32 and t.method == "full") else 0.0
-    moment_bytes = 4.0 if (t.master_weights or fp32 or t.optimizer == "paged_adamw") else 2.0
-    return master + OPTIMIZER_MOMENTS[t.optimizer] * moment_bytes + EIGHT_BIT_MOMENT_BYTES.get(t.optimizer, 0.0)
+    return master + OPTIMIZER_MOMENTS[t.optimizer] * _moment_bytes(t) + EIGHT_BIT_MOMENT_BYTES.get(t.optimizer, 0.0)
+
+
+def _moment_bytes(t) -> float:
+    """Bytes of one moment element: `optimizer_moment_dtype` where given (Megatron-Core's
+    precision-aware optimizer), else fp32 under mixed precision, fp32 training or bitsandbytes'
+    32-bit paged AdamW, the 16-bit training precision when training is pure."""
+    if t.optimizer_moment_dtype is not None:
+        return MOMENT_DTYPE_BYTES[t.optimizer_moment_dtype]
+    return 4.0 if (t.master_weights or t.precision == "fp32" or t.optimizer == "paged_adamw") else 2.0
 
 
 def _embedding_state_bytes(t) -> float:
@@ -612,7 +621,9 @@ def optimizer_step_bytes(t) -> float:
     Pure low precision: read the gradient, the states and the weight, write the states and the
     weight back, all in their own precision (no master copy to keep in step)."""
     if t.master_weights or t.precision == "fp32":
-        return float(OPTIMIZER_STEP_BYTES[t.optimizer])
+        # the table's moments are fp32, each read and written once per step
+        narrower = OPTIMIZER_MOMENTS[t.optimizer] * 2 * (4.0 - _moment_bytes(t))
+        return float(OPTIMIZER_STEP_BYTES[t.optimizer]) - narrower
     element = 2.0
     return element + 2 * optimizer_state_bytes(t) + 2 * element
 

@@ -213,6 +213,12 @@ class TrainingSpec(FrozenSpec):
     """Optimizer; decides the bytes of state per trainable parameter. The paged variants
     (bitsandbytes) keep their states in CUDA unified memory, outside PyTorch's allocator, which the
     driver pages to host memory under pressure."""
+    optimizer_moment_dtype: Literal["fp32", "bf16", "fp16"] | None = None
+    """Element type of the optimizer's moments (AdamW's m and v, SGD's momentum): Megatron-Core's
+    precision-aware optimizer (`use_precision_aware_optimizer` with `exp_avg_dtype` and
+    `exp_avg_sq_dtype`, stepped by Transformer Engine's FusedAdam), which Megatron-Bridge's
+    DeepSeek and Moonlight recipes run in bf16. Unset = fp32 under mixed precision, the training
+    precision when training is pure. bitsandbytes' optimizers keep their own (an error with one)."""
     optimizer_in_backward: bool = False
     """Each parameter is stepped as soon as its gradient is ready and the gradient is freed
     (torchtune `optimizer_in_bwd`), so the whole gradient set never exists at once."""
@@ -550,6 +556,9 @@ def _check_finetuning(t: TrainingSpec) -> None:
                                                      "int8 or gptq-int4, or method: lora.")
     if t.train_embeddings and t.method == "full":
         raise TrainrigError("training.train_embeddings", "applies to lora/qlora; a full fine-tune trains them anyway.")
+    if t.optimizer_moment_dtype is not None and t.optimizer not in ("adamw", "sgd", "adafactor"):
+        raise TrainrigError("training.optimizer_moment_dtype", f"{t.optimizer} keeps its states in its own format;"
+                                                               " use optimizer: adamw (or leave the field unset).")
     if t.optimizer_in_backward and t.micro_batches > 1:
         raise TrainrigError("training.optimizer_in_backward",
                             f"steps after every backward, so it cannot accumulate {t.micro_batches} micro-batches;"
