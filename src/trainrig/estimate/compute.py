@@ -250,7 +250,7 @@ def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
     an eager fp32 softmax moves EAGER_SOFTMAX_BYTES_PER_SCORE instead).
     """
     e = x.activation_bytes
-    replicated_div = ops.where(x.sequence_parallel_active > 0, x.tp, 1.0)
+    replicated_div = x.sequence_shards
     norms_and_residuals = 10 * x.hidden / replicated_div
     rotary = 2 * (x.n_heads + x.kv_heads) * x.head_dim * x.rope / x.tp
     if ops.any(x.mla > 0):

@@ -333,8 +333,9 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[
     output = batch.linear(tokens, x.attention_out_local, x.hidden)
     attention = _projections(batch, tokens, x.hidden, q_local + k_local + v_local,
                              ((q_local, 1), (k_local, 1), (v_local, 1)), x.fused_qkv, output)
+    mla_up = []  # MLA's up projections, which recompute_modules: [mla_up_proj] redoes
     if ops.any(x.mla > 0):
-        attention = _mla_attention(batch, x, tokens, output, attention)
+        attention, mla_up = _mla_attention(batch, x, tokens, output, attention)
     dense = _projections(batch, tokens, x.hidden, up_width * ffn_local, ((ffn_local, 2),), x.mlp_input_linears == 1,
                          batch.linear(tokens, ffn_local, x.hidden))
     # MoE GEMMs only where some configuration has MoE layers (a dense model's would be zeroed anyway)
@@ -359,7 +360,6 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, op_level: bool = True) -> dict[
     # multi-token prediction's projection of [norm(h); norm(embedding)], split over TP
     mtp_projection = [batch.linear(tokens, 2 * x.hidden, x.hidden / x.tp)] if ops.any(x.mtp_layers > 0) else []
     redone = _op_level_recomputed_gemms(batch, x, tokens, attention) if op_level else None
-    mla_up = _mla_up_projections(batch, x, tokens) if ops.any(x.mla > 0) else []
     t = batch.run(x, p)
     trainable = x.method == 0
 
@@ -395,31 +395,25 @@ def _mla_attention(batch: GemmBatch, x: Inputs, tokens, output, ordinary):
     """Multi-head latent attention's linears (ModelSpec.mla_projections), then `output` (o):
     the down projections replicated on every TP rank over its tokens (x.mla_down_tokens_share),
     the up projections split by heads. Rows without MLA keep their `ordinary` linears (a tuple
-    `passes` picks between, as for fused layouts)."""
+    `passes` picks between, as for fused layouts). Returns them and the up projections (the
+    query's from its latent, or from the hidden state without one, and the key/value one)."""
     down_tokens = tokens * x.mla_down_tokens_share
     has_q_latent = x.q_lora_rank > 0
     q_rank = ops.maximum(x.q_lora_rank, 1.0)  # a zero-width GEMM stays finite; unused rows are discarded
     key_value_up = x.mla_kv_up_width / x.tp
     key_value = [batch.linear(down_tokens, x.hidden, x.kv_lora_rank + x.rope_head_dim),
                  batch.linear(tokens, x.kv_lora_rank, key_value_up)]
-    latent = [batch.linear(down_tokens, x.hidden, q_rank), batch.linear(tokens, q_rank, x.q_width_local),
-              *key_value, output]
-    direct = [batch.linear(tokens, x.hidden, x.q_width_local), *key_value, output]
+    query_down, query_up = batch.linear(down_tokens, x.hidden, q_rank), batch.linear(tokens, q_rank, x.q_width_local)
+    query = batch.linear(tokens, x.hidden, x.q_width_local)
+    latent, direct = [query_down, query_up, *key_value, output], [query, *key_value, output]
+    up_latent, up_direct = [query_up, key_value[1]], [query, key_value[1]]
     if type(has_q_latent) is not np.ndarray or has_q_latent.min() == has_q_latent.max():
-        mla = latent if bool(np.all(has_q_latent)) else direct
+        mla, up = (latent, up_latent) if bool(np.all(has_q_latent)) else (direct, up_direct)
     else:
-        mla = (has_q_latent, latent, direct)
+        mla, up = (has_q_latent, latent, direct), (has_q_latent, up_latent, up_direct)
     if type(x.mla) is not np.ndarray or x.mla.min() == x.mla.max():
-        return mla if bool(np.all(x.mla > 0)) else ordinary
-    return x.mla, mla, ordinary
-
-
-def _mla_up_projections(batch: GemmBatch, x: Inputs, tokens):
-    """MLA's up projections, which `recompute_modules: [mla_up_proj]` redoes: the query's from its
-    latent (from the hidden state without one) and the key/value one, split by heads over TP."""
-    query_input = ops.where(x.q_lora_rank > 0, x.q_lora_rank, x.hidden)
-    return [batch.linear(tokens, query_input, x.q_width_local),
-            batch.linear(tokens, x.kv_lora_rank, x.mla_kv_up_width / x.tp)]
+        return (mla if bool(np.all(x.mla > 0)) else ordinary), up
+    return (x.mla, mla, ordinary), up
 
 
 def _op_level_recomputed_gemms(batch: GemmBatch, x: Inputs, tokens, attention):

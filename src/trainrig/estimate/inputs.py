@@ -475,6 +475,12 @@ class Inputs:
         """Sequence parallelism only changes anything with tensor parallelism."""
         return self.sequence_parallel * (self.tp > 1)
 
+    @property
+    def sequence_shards(self):
+        """Ranks a tensor outside the TP region (norm inputs and outputs, residuals) is split over:
+        tp under sequence parallelism, else 1 (replicated on every TP rank)."""
+        return ops.where(self.sequence_parallel_active > 0, self.tp, 1.0)
+
     @cached_property
     def recompute_modules_listed(self) -> bool:
         """Whether any row redoes a Megatron-Core recompute module beside the attention core (else

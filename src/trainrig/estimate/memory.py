@@ -194,7 +194,7 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     recompute = x.recompute if recompute_override is None else recompute_override
     e = x.activation_bytes
     tokens = x.micro_batch * x.seq_len / x.cp
-    rep = ops.where(x.sequence_parallel_active > 0, x.tp, 1.0)
+    rep = x.sequence_shards
     kv_width_local, q_width_local, v_width_local = x.kv_width_local, x.q_width_local, x.v_width_local
     out_local = x.attention_out_local
     full = x.method == 0
@@ -219,7 +219,8 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
 
     # eager upcasting norms keep the fp32 input and, when their scale trains, the normalized input
     norm_in = ops.where((x.fused_kernels > 0) | (x.eager_norm_upcast == 0), e, 4.0 + ops.where(full, e, 0.0))
-    norm_outputs = ops.where(op_level, 0.0, linear_input(attention_in) + linear_input(mlp_in))
+    attention_norm_output, mlp_norm_output = linear_input(attention_in), linear_input(mlp_in)
+    norm_outputs = ops.where(op_level, 0.0, attention_norm_output + mlp_norm_output)
     replicated = (2 * norm_in + 2 * x.dropout) * x.hidden / rep + norm_outputs * x.hidden / rep
     qkv = e * (q_width_local + kv_width_local + v_width_local)
     attention = qkv + e * out_local  # Q, K, V and the attention output
@@ -249,8 +250,8 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     # routed and shared experts: the permuted tokens and the down projection's input (kept for the
     # weight gradients, quantized where the framework keeps them so), the first linear's output
     up_outputs = x.mlp_matrices - 1
-    moe_mlp = (x.top_k * (saved * x.hidden + (e * up_outputs + saved) * x.expert_ffn_hidden)
-               + x.n_shared_experts * (e * up_outputs + saved) * x.shared_ffn_hidden) / x.tp
+    shared_set = x.n_shared_experts * (e * up_outputs + saved) * x.shared_ffn_hidden
+    moe_mlp = (x.top_k * (saved * x.hidden + (e * up_outputs + saved) * x.expert_ffn_hidden) + shared_set) / x.tp
     moe_fraction = x.n_moe_layers / x.n_layers
     mlp = (1 - moe_fraction) * dense_mlp + moe_fraction * moe_mlp
     whole = tokens * (replicated + attention + o_input + scores + lse + mlp)
@@ -277,10 +278,9 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     whole = ops.where(op_level & full, tokens * op_set, whole)
     kept = whole
     if module_recompute.lists_modules(x):  # Megatron-Core's recompute_modules beside core_attn
-        parts = {"mla_qkv": qkv, "attention_norm": linear_input(attention_in) * x.hidden / rep,
-                 "mlp_norm": linear_input(mlp_in) * x.hidden / rep, "dense_mlp": dense_mlp, "moe_mlp": moe_mlp,
-                 "routed_down": x.top_k * saved * x.expert_ffn_hidden / x.tp,
-                 "shared": x.n_shared_experts * (e * up_outputs + saved) * x.shared_ffn_hidden / x.tp}
+        parts = {"mla_qkv": qkv, "attention_norm": attention_norm_output * x.hidden / rep,
+                 "mlp_norm": mlp_norm_output * x.hidden / rep, "dense_mlp": dense_mlp, "moe_mlp": moe_mlp,
+                 "routed_down": x.top_k * saved * x.expert_ffn_hidden / x.tp, "shared": shared_set / x.tp}
         kept = whole - tokens * module_recompute.dropped_bytes_per_token(x, parts, recompute)
     # full recompute keeps only the layer input of the layers it redoes (recompute_num_layers: its
     # share of the stage), the others keep their whole set

@@ -64,7 +64,7 @@ def redone_s(x: Inputs, tokens, gemm: dict[str, Any]):
     output). MLA's rotary is a few percent of its up projections' bytes and is left out."""
     hbm = x.hbm_bandwidth_gbs * 1e9
     e = x.activation_bytes
-    rep = ops.where(x.sequence_parallel_active > 0, x.tp, 1.0)
+    rep = x.sequence_shards
     moe = x.n_moe_layers / x.n_layers
     activation_elements = x.mlp_matrices  # gate and up in, the product out (one in, one out ungated)
     norm = tokens * 2 * e * x.hidden / rep / hbm
