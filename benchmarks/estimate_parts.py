@@ -19,8 +19,9 @@ from pathlib import Path
 from estimate_instructions import count_instructions  # this directory, on the path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_TERMS = ["_micro_batch", "_arithmetic_s", "host_issue_s", "_tensor_parallel_s", "_expert_parallel_s",
-                 "_data_parallel_exposed_s", "collectives:reduce_scatter_time_s", "_memory"]
+DEFAULT_TERMS = ["_micro_batch", "_arithmetic_s", "host_issue:host_issue_s", "traffic:tensor_parallel_s",
+                 "traffic:expert_parallel_s", "traffic:data_parallel_exposed_s", "collectives:reduce_scatter_time_s",
+                 "_memory"]
 LOOP = """
 import importlib, sys
 sys.path.insert(0, sys.argv[4])

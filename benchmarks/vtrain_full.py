@@ -30,7 +30,8 @@ import numpy as np
 
 from trainrig.catalog.cases import load_cases
 from trainrig.catalog.job_file import job_to_mapping, load_job
-from trainrig.estimate.core import _kernels_per_layer, evaluate, host_issue_s
+from trainrig.estimate.core import evaluate
+from trainrig.estimate.host_issue import _kernels_per_layer, host_issue_s
 from trainrig.estimate.inputs import inputs_from_job, stack_inputs
 from trainrig.estimate.params import DEFAULT_PARAMETERS
 

@@ -28,7 +28,8 @@ from trainrig.estimate.inputs import inputs_from_job
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
 
 core = importlib.import_module("trainrig.estimate.core")
-_fetch = core._zero3_fetch_s
+host_issue = importlib.import_module("trainrig.estimate.host_issue")
+_fetch = host_issue._zero3_fetch_s
 HOOK = {"on": False}
 
 
@@ -48,7 +49,7 @@ def _error(case, fetch_us):
 
 
 def main() -> None:
-    core._zero3_fetch_s = _with_hook_ops
+    host_issue._zero3_fetch_s = _with_hook_ops
     cases = [c for c in load_cases([BUNDLED_CASES_DIR / "qwen.yaml"])
              if c.job.training.framework == "deepspeed" and c.job.training.zero == 3]
     anchor = next(c for c in cases if c.id == "qwen1_1_8b_full_s256")

@@ -10,7 +10,7 @@ import pytest
 
 from jobs import make_job
 from trainrig import estimate
-from trainrig.estimate.core import _optimizer_s
+from trainrig.estimate.host_side import optimizer_s
 from trainrig.estimate.inputs import inputs_from_job
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
 
@@ -39,11 +39,11 @@ def test_cpu_adam_is_the_slower_of_the_memory_stream_and_the_arithmetic_over_the
     local = sum(float(v) for v in _trainable(x)) / 8  # ZeRO-2 over 8 GPUs
     stream = local * float(x.optimizer_rw_bytes) / (float(x.host_memory_bandwidth_gbs) / 8 * 1e9)
     arithmetic = local / (16 / 8 * P.cpu_adam_params_per_s_per_core)
-    step, _ = _optimizer_s(x, P)
+    step, _ = optimizer_s(x, P)
     assert float(step) == pytest.approx(max(stream, arithmetic), rel=1e-12)
     assert arithmetic > stream  # 2 cores per GPU: the arithmetic binds
     many = x.with_values(cpu_cores_per_node=1e6)  # cores enough, the same memory: the stream binds
-    assert float(_optimizer_s(many, P)[0]) == pytest.approx(stream, rel=1e-12)
+    assert float(optimizer_s(many, P)[0]) == pytest.approx(stream, rel=1e-12)
 
 
 def test_unknown_cores_leave_the_memory_stream_alone():
@@ -51,7 +51,7 @@ def test_unknown_cores_leave_the_memory_stream_alone():
     assert math.isnan(float(x.cpu_cores_per_node))
     local = sum(float(v) for v in _trainable(x)) / 8
     stream = local * float(x.optimizer_rw_bytes) / (float(x.host_memory_bandwidth_gbs) / 8 * 1e9)
-    assert float(_optimizer_s(x, P)[0]) == pytest.approx(stream, rel=1e-12)
+    assert float(optimizer_s(x, P)[0]) == pytest.approx(stream, rel=1e-12)
 
 
 def test_few_cores_and_offload_name_the_cpu_and_doubling_it_helps():
@@ -62,7 +62,7 @@ def test_few_cores_and_offload_name_the_cpu_and_doubling_it_helps():
 
 
 def _trainable(x):
-    from trainrig.estimate.core import trainable_parameter_counts
+    from trainrig.estimate.memory import trainable_parameter_counts
 
     return trainable_parameter_counts(x)
 
@@ -72,7 +72,7 @@ def test_the_offloaded_step_is_its_own_part_and_the_message_names_it():
     the CPU-Adam time, and the bottleneck sentence says the optimizer step, not data loading."""
     job = _job(8)
     est = estimate(job)
-    cpu_step = float(_optimizer_s(inputs_from_job(job, P), P)[0])
+    cpu_step = float(optimizer_s(inputs_from_job(job, P), P)[0])
     assert est.step_breakdown_s["cpu_optimizer"] == pytest.approx(cpu_step, rel=1e-12)
     assert est.step_breakdown_s["other"] == pytest.approx(P.step_overhead_s, rel=1e-9)
     assert sum(est.step_breakdown_s.values()) == pytest.approx(est.step_time_s, rel=1e-12)

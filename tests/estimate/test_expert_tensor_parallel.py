@@ -10,11 +10,11 @@ from jobs import make_job
 from trainrig import estimate
 from trainrig.errors import TrainrigError
 from trainrig.estimate import collectives as comm
-from trainrig.estimate.core import _expert_parallel_s, _folded_expert_tp_saving
 from trainrig.estimate.flops import model_flops_per_token
 from trainrig.estimate.inputs import inputs_from_job
 from trainrig.estimate.memory import local_parameter_counts
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
+from trainrig.estimate.traffic import _folded_expert_tp_saving, expert_parallel_s
 from trainrig.specs.job import expert_tp_degree
 
 MOE = {"n_layers": 4, "hidden": 256, "n_heads": 4, "ffn_hidden": 512, "vocab": 1000, "n_experts": 8, "top_k": 2}
@@ -65,7 +65,7 @@ def test_a_folded_rank_dispatches_only_its_sequence_shard():
     tokens = 1024.0
     # each rank's 512 sequence-parallel tokens, top-2, 256 wide in bf16, over 8 consecutive ranks
     one = comm.all_to_all_time_s(tokens / 2 * 2 * 256 * 2, comm.GroupLinks(8.0, 1.0, x, P))
-    assert float(_expert_parallel_s(x, P, tokens)) == pytest.approx(4 * 4 * float(one))
+    assert float(expert_parallel_s(x, P, tokens)) == pytest.approx(4 * 4 * float(one))
 
 
 def test_the_same_model_flops_whatever_the_expert_layout():

@@ -7,7 +7,7 @@ import pytest
 from jobs import make_job
 from trainrig import estimate
 from trainrig.estimate.compute import adapter_bytes_per_token
-from trainrig.estimate.core import host_issue_s
+from trainrig.estimate.host_issue import host_issue_s
 from trainrig.estimate.inputs import inputs_from_job
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
 
@@ -162,16 +162,16 @@ def test_deepspeed_zero3_gradient_path_counts_only_what_trains_and_only_under_ze
 
 
 def test_deepspeed_zero3_step_streams_its_extra_bytes_per_local_parameter():
-    from trainrig.estimate.core import _optimizer_s
+    from trainrig.estimate.host_side import optimizer_s
 
     for n_gpus in (1, 2):
-        deepspeed, _ = _optimizer_s(_zero3_inputs(n_gpus), P)
-        plain, _ = _optimizer_s(_zero3_inputs(n_gpus, framework=None), P)
+        deepspeed, _ = optimizer_s(_zero3_inputs(n_gpus), P)
+        plain, _ = optimizer_s(_zero3_inputs(n_gpus, framework=None), P)
         x = _zero3_inputs(n_gpus)
         extra = LLAMA_PARAMS / n_gpus * 44 / (float(x.hbm_bandwidth_gbs) * 1e9)
         assert float(deepspeed - plain) == pytest.approx(extra, rel=1e-9)
-    deepspeed2, _ = _optimizer_s(_zero3_inputs(2, zero=2), P)
-    plain2, _ = _optimizer_s(_zero3_inputs(2, zero=2, framework=None), P)
+    deepspeed2, _ = optimizer_s(_zero3_inputs(2, zero=2), P)
+    plain2, _ = optimizer_s(_zero3_inputs(2, zero=2, framework=None), P)
     assert float(deepspeed2) == pytest.approx(float(plain2), rel=1e-12)  # ZeRO-2's step: not counted
 
 

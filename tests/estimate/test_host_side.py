@@ -55,15 +55,15 @@ def _launch_bound(cores: int | None):
 def test_training_processes_that_outnumber_the_cores_share_them():
     import numpy as np
 
-    from trainrig.estimate.core import _core_sharing
+    from trainrig.estimate.host_issue import core_sharing
     from trainrig.estimate.inputs import inputs_from_job
     from trainrig.estimate.params import DEFAULT_PARAMETERS
 
     x = inputs_from_job(make_job(hardware={"n_gpus": 8, "cpu_cores_per_node": 4}), DEFAULT_PARAMETERS)
     one = np.array(1.0)
-    assert float(_core_sharing(x, one, one)) == 2.0  # launch-bound: 8 processes each want a core, 4 exist
-    assert float(_core_sharing(x, one, 4 * one)) == 1.0  # issuing a quarter of the time: 2 cores' demand
-    assert float(_core_sharing(x.with_values(cpu_cores_per_node=np.nan), one, one)) == 1.0  # unknown: not modelled
+    assert float(core_sharing(x, one, one)) == 2.0  # launch-bound: 8 processes each want a core, 4 exist
+    assert float(core_sharing(x, one, 4 * one)) == 1.0  # issuing a quarter of the time: 2 cores' demand
+    assert float(core_sharing(x.with_values(cpu_cores_per_node=np.nan), one, one)) == 1.0  # unknown: not modelled
 
 
 def test_a_launch_bound_job_slows_once_its_processes_outnumber_the_cores():

@@ -12,7 +12,8 @@ from jobs import GPT_LAYER, make_job
 from trainrig import estimate
 from trainrig.errors import TrainrigError
 from trainrig.estimate.compute import attention_time_s, eager_softmax, elementwise_bytes_per_token
-from trainrig.estimate.core import _overlapped_s, evaluate
+from trainrig.estimate.core import evaluate
+from trainrig.estimate.host_issue import overlapped_s
 from trainrig.estimate.inputs import inputs_from_job, stack_inputs
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
 
@@ -106,15 +107,15 @@ def test_an_eager_softmax_moves_37_bytes_per_score_instead_of_4():
 @settings(max_examples=200, deadline=None)
 @given(st.floats(0, 10), st.floats(0, 10), st.floats(1.01, 50))
 def test_host_and_gpu_overlap_lies_between_the_slower_side_and_the_sum(host, gpu, exponent):
-    elapsed = float(_overlapped_s(np.array(host), np.array(gpu), exponent))
+    elapsed = float(overlapped_s(np.array(host), np.array(gpu), exponent))
     assert max(host, gpu) * (1 - 1e-12) <= elapsed <= (host + gpu) * (1 + 1e-12)
     # more of either side never shortens the pass
-    assert float(_overlapped_s(np.array(host * 1.1), np.array(gpu), exponent)) >= elapsed * (1 - 1e-12)
+    assert float(overlapped_s(np.array(host * 1.1), np.array(gpu), exponent)) >= elapsed * (1 - 1e-12)
 
 
 def test_host_and_gpu_overlap_costs_most_when_the_two_are_equal():
     k = P.host_gpu_overlap_exponent
-    equal = float(_overlapped_s(np.array(1.0), np.array(1.0), k))
+    equal = float(overlapped_s(np.array(1.0), np.array(1.0), k))
     assert equal == pytest.approx(2 ** (1 / k), rel=1e-12)
-    lopsided = float(_overlapped_s(np.array(1.0), np.array(0.1), k))
+    lopsided = float(overlapped_s(np.array(1.0), np.array(0.1), k))
     assert lopsided - 1.0 < 0.01 < equal - 1.0

@@ -10,11 +10,12 @@ from jobs import make_job
 from trainrig import estimate
 from trainrig.errors import TrainrigError
 from trainrig.estimate.compute import attention_time_s, linear_time_s
-from trainrig.estimate.core import _gemm_times_s, _mla_gather_saving
+from trainrig.estimate.core import _gemm_times_s
 from trainrig.estimate.flops import attention_flops_per_token, flops_per_token, model_flops_per_token
 from trainrig.estimate.inputs import inputs_from_job
 from trainrig.estimate.memory import activation_bytes_per_layer, local_parameter_counts
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
+from trainrig.estimate.traffic import _mla_gather_saving
 from trainrig.specs import ModelSpec
 
 # hidden 64, 4 heads of query/key width 24 (16 + 8 rotary) and value width 16, latents 48 (q), 32 (kv)

@@ -9,7 +9,8 @@ from jobs import make_job
 from trainrig import estimate
 from trainrig.errors import TrainrigError
 from trainrig.estimate.compute import linear_time_s
-from trainrig.estimate.core import _gemm_times_s, _kernels_per_layer, host_issue_s
+from trainrig.estimate.core import _gemm_times_s
+from trainrig.estimate.host_issue import _kernels_per_layer, host_issue_s
 from trainrig.estimate.inputs import inputs_from_job
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
 

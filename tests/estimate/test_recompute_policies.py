@@ -12,8 +12,8 @@ from jobs import make_job
 from trainrig import estimate
 from trainrig.errors import TrainrigError
 from trainrig.estimate.compute import linear_time_s
-from trainrig.estimate.core import _kernels_per_layer
 from trainrig.estimate.flops import attention_flops_per_token, hardware_flops_per_token, model_flops_per_token
+from trainrig.estimate.host_issue import _kernels_per_layer
 from trainrig.estimate.inputs import inputs_from_job
 from trainrig.estimate.memory import activation_bytes_per_layer
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P

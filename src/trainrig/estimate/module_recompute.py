@@ -99,7 +99,7 @@ def redone_kernels(x: Inputs):
     """Kernels one layer launches again for its listed modules (core_attn apart): MLA's two up
     projections, rotary on q and k and the two concatenations; a norm each; the experts'
     activation; a dense MLP's linears, activation and TP collectives; an MoE layer's router, top-k,
-    permutations and grouped GEMMs (as core._kernels_per_layer counts them) and shared experts."""
+    permutations and grouped GEMMs (as host_issue._kernels_per_layer counts them) and shared experts."""
     moe = x.n_moe_layers / x.n_layers
     tp_collectives = ops.where(x.tp > 1, 1.0 + x.sequence_parallel_active, 0.0)
     mlp = x.mlp_input_linears + 1 + 1  # input linears, down projection, activation

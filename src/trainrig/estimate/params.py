@@ -99,7 +99,7 @@ class ModelParameters:
     dp_overlap_fraction: float = 1.0
     """Fraction of the backward (and, for ZeRO-3, forward) compute window that bucketed
     data-parallel traffic can hide under (PyTorch DDP / FSDP prefetch; Li et al. 2020 VLDB). What
-    cannot hide at scale comes from the units themselves (core._data_parallel_exposed_s: bucket and
+    cannot hide at scale comes from the units themselves (traffic.data_parallel_exposed_s: bucket and
     layer units, the ring's latency over the group, the first gather and last reduction), not from
     this share."""
     tp_overlap_rs_splits: float = 4.0

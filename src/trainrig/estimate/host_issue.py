@@ -1,0 +1,133 @@
+"""The host side of one micro-batch: the kernels and eager ops each layer issues, what issuing them
+costs on the host, and how that cost overlaps the GPU's own time (core._micro_batch).
+
+Every kernel costs `kernel_launch_us` of host time and every small eager op `eager_op_host_us`;
+the host issues while the GPU runs earlier kernels, so a pass takes the `host_gpu_overlap_exponent`
+norm of the two totals (`overlapped_s`), and processes that outnumber a node's cores share them.
+"""
+
+from __future__ import annotations
+
+from trainrig.estimate import module_recompute, op_level, ops
+from trainrig.estimate.compute import eager_elementwise_scale, eager_softmax
+from trainrig.estimate.inputs import Inputs
+from trainrig.estimate.memory import op_level_recompute
+from trainrig.estimate.params import ModelParameters
+
+__all__ = ["host_issue_s", "core_sharing", "issuing_share", "overlapped_s"]
+
+
+def host_issue_s(x: Inputs, p: ModelParameters):
+    """Host time to issue one micro-batch's kernels on one GPU: (forward, backward + recompute)."""
+    forward_kernels, backward_kernels = _kernels_per_layer(x, p)
+    forward_ops, backward_ops = _small_ops_per_layer(x, p)
+    layers = x.layers_per_stage
+    fetch_fwd, fetch_bwd = _zero3_fetch_s(x, p)
+    # + embedding, logits and loss: ~8 kernels forward, ~12 backward
+    return (ops.total(((layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6,
+                       layers * forward_ops * p.eager_op_host_us * 1e-6, fetch_fwd)),
+            ops.total(((layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6,
+                       layers * backward_ops * p.eager_op_host_us * 1e-6, fetch_bwd)))
+
+
+def core_sharing(x: Inputs, host, gpu):
+    """How much longer kernel issue takes when a node's training processes outnumber its cores: each
+    process keeps a core busy for its issuing share of the pass (all of it when launch-bound), and a
+    fair-share scheduler stretches every process's issue by demand / cores once the demand exceeds
+    the cores. 1 with enough cores or an unknown count."""
+    cores = x.cpu_cores_per_node
+    if not ops.any(ops.isfinite(cores)):  # no row knows its cores (NaN): nothing to share
+        return 1.0
+    demand = x.gpus_per_node * issuing_share(host, gpu)
+    return ops.where(ops.isfinite(cores) & (demand > cores), demand / ops.where(cores > 0, cores, 1.0), 1.0)
+
+
+def issuing_share(host, gpu):
+    """Share of its time a training process keeps a core busy issuing kernels: host / GPU time, all of
+    it when launch-bound (or the GPU does no work)."""
+    return ops.minimum(1.0, ops.divide(host, gpu, default=1.0))
+
+
+def _zero3_fetch_s(x: Inputs, p: ModelParameters):
+    """ZeRO-3's host work per module with parameters and pass (forward, the recompute's forward, the
+    backward): the framework's `zero3_module_fetch_us` per module — the layer's 2 norms, its attention
+    and MLP linears, and each adapter's two small linears. Sharded over more than one rank, each
+    gathered parameter (the linears and adapters; norms stay gathered under the persistence
+    threshold) also costs `zero3_gather_host_ops` ops at `eager_op_host_us` per gather, twice a
+    micro-batch: the forward, and the backward (which, under full recompute, reuses the recomputed
+    forward's gather)."""
+    gathered = x.layers_per_stage * (x.linears_per_layer + 2 * x.adapted_linears)
+    modules = gathered + 2 * x.layers_per_stage  # and the 2 norms
+    per_pass = ops.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
+    sharded = (x.zero >= 3) & (x.zero_shard > 1)
+    gather = ops.where(sharded, gathered * x.zero3_gather_host_ops * p.eager_op_host_us * 1e-6, 0.0)
+    return per_pass + gather, per_pass * (1 + x.full_recompute_share) + gather
+
+
+def overlapped_s(host, gpu, exponent: float):
+    """Time of a pass whose kernels the host issues while the GPU runs earlier ones: the
+    `exponent`-norm of the two totals (∞ = the slower side alone, 1 = no overlap at all)."""
+    slower, faster = ops.maximum(host, gpu), ops.minimum(host, gpu)
+    ratio = ops.divide(faster, slower, default=0.0)
+    return slower * (1 + ratio ** exponent) ** (1 / exponent)
+
+
+def _kernels_per_layer(x: Inputs, p: ModelParameters):
+    """Kernels one layer launches per micro-batch from its modules: (forward, backward + recomputation).
+
+    Forward: 2 norms, one GEMM per linear (`linears_per_layer`: 4 with q/k/v and gate/up fused, 7
+    apart), rotary (q and k), attention (1 fused kernel; unfused: 2 batched GEMMs, softmax, dropout;
+    an eager softmax is 4 more: upcast, scale, mask, downcast), 2 residual adds, the activation, and
+    the TP collectives (2, or 4 with sequence parallelism). Backward: every forward kernel's
+    gradient, plus a weight-gradient GEMM per linear whose weight trains (none on a frozen LoRA
+    base; the attention GEMMs have 2 gradient GEMMs each). Each costs `kernel_launch_us` of host
+    time; the extra small ops of eager code and of adapters are counted apart (`_small_ops_per_layer`).
+    """
+    attention = ops.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout + 4.0 * eager_softmax(x))
+    tp_collectives = ops.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel_active), 0.0)
+    moe = 8.0 * x.n_moe_layers / x.n_layers  # router GEMM, top-k, permute, unpermute, grouped GEMMs
+    elementwise = _elementwise_kernels(x)
+    linears = x.linears_per_layer
+    forward = linears + attention + elementwise + tp_collectives + moe
+    weight_grads = ops.where(x.method == 0, linears, 0.0)
+    backward = forward + weight_grads + ops.where(x.flash_attention > 0, 1.0, 2.0)
+    modules = x.redo_core_attn * attention  # the attention core again, and the modules listed beside it
+    if module_recompute.lists_modules(x):
+        modules = modules + module_recompute.redone_kernels(x)
+    selective = ops.where(op_level_recompute(x), op_level.redone_kernels(x), modules)
+    # an early-stopping checkpoint skips the dense MLP's down projection and the residual add after it
+    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * 2 * (1 - x.n_moe_layers / x.n_layers))
+    recompute = ops.where(x.recompute == 2, full, ops.where(x.recompute == 1, selective, 0.0))
+    return forward, backward + recompute
+
+
+def _elementwise_kernels(x: Inputs):
+    """Fused elementwise kernels of one layer's forward: 2 norms, rotary on q and k, 2 residual adds,
+    the activation; MLA adds its latent norms (1, or 2 with a query latent) and the 2
+    concatenations that assemble q and k."""
+    base = 2 + 2 * x.rope + 2 + 1
+    if not ops.any(x.mla > 0):
+        return base
+    return base + x.mla * (3.0 + (x.q_lora_rank > 0))
+
+
+def _small_ops_per_layer(x: Inputs, p: ModelParameters):
+    """Small eager ops one layer adds per micro-batch: (forward, backward + recomputation).
+
+    Eager elementwise work (norms, rotary, residual adds, activation) takes
+    `eager_elementwise_factor` ops per fused kernel, the extra ones issued by the same module; each
+    adapter costs its stack's measured `lora_forward_ops` / `lora_backward_ops` (PEFT, torchtune), else
+    its two small GEMMs and the scaled add (+ dropout), backward twice that.
+    A quantized base adds its dequantization ops per linear and use. These are single aten ops
+    inside a module's forward, each costing `eager_op_host_us`.
+    """
+    extra = _elementwise_kernels(x) * (eager_elementwise_scale(x, p) - 1)
+    adapters = x.adapted_linears * x.lora_forward_ops
+    # a quantized base's dequantization around each of the layer's linears, every use
+    dequant = x.quantized * x.dequant_ops * x.linears_per_layer
+    forward = extra + adapters + dequant
+    recompute = ops.where(x.recompute == 2, x.full_recompute_share * forward,
+                          ops.where(op_level_recompute(x), extra, 0.0))
+    backward = (extra + x.adapted_linears * x.lora_backward_ops + dequant * (1 - x.dequant_saved_for_backward)
+                + recompute)
+    return forward, backward

@@ -1,0 +1,349 @@
+"""Parallelism traffic of one step: tensor-, context-, expert- and pipeline-parallel traffic on
+one micro-batch's critical path, and the exposed part of data-parallel traffic (gradient
+reduction, ZeRO's gathers) per step. Collective times come from collectives.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trainrig.estimate import collectives as comm
+from trainrig.estimate import host_issue, module_recompute, op_level, ops
+from trainrig.estimate.flops import attention_projection_weights
+from trainrig.estimate.inputs import Inputs
+from trainrig.estimate.memory import (
+    gathered_bytes_per_weight,
+    local_parameter_counts,
+    op_level_recompute,
+    stage_kept_gathered,
+    trainable_parameter_counts,
+)
+from trainrig.estimate.params import ModelParameters
+
+__all__ = ["tensor_parallel_s", "context_parallel_exposed_s", "expert_parallel_s", "pipeline_comm_s",
+           "data_parallel_exposed_s"]
+
+
+def tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers, gemm):
+    """Megatron TP: 2 all-reduces of the layer's activations forward, 2 backward, 2 more when the
+    forward is recomputed (Shoeybi et al. 2019 Fig. 4); with sequence parallelism each becomes an
+    all-gather + reduce-scatter pair of the same total traffic (Korthikanti et al. 2022 §4.2.2).
+    With `tp_comm_overlap` each of those collectives runs chunked beside a GEMM
+    (`_tensor_parallel_overlapped_s`)."""
+    if not ops.any(x.tp > 1):  # a group of one moves nothing
+        return 0.0
+    group = comm.GroupLinks(x.tp, 1.0, x, p)
+    nbytes = tokens * x.hidden * x.activation_bytes
+    per_allreduce = comm.allreduce_time_s(nbytes, group)
+    # full recompute repeats the forward's 2 (all-reduce units); an early-stopping checkpoint skips
+    # the one after the down projection (its reduce-scatter half under sequence parallelism)
+    skipped = x.checkpoint_early_stop * ops.where(x.sequence_parallel_active > 0, 0.5, 1.0)
+    count = 4 + x.full_recompute_share * (2 - skipped) + op_level.redone_tp_units(x)
+    if module_recompute.lists_modules(x):  # a recomputed MLP or MoE layer gathers and scatters again
+        count = count + module_recompute.redone_tp_units(x)
+    if ops.any(x.mla > 0):  # MLA gathers its narrow latents, not the hidden state, before attention
+        narrower = _mla_gather_saving(x)
+        count = count - (2 + x.full_recompute_share) * narrower
+    exposed = layers * count * per_allreduce
+    if ops.any((x.etp == 1) & (x.n_moe_layers > 0)):
+        exposed = exposed - _folded_expert_tp_saving(x, layers) * per_allreduce
+    if not ops.any(x.tp_comm_overlap > 0):
+        return exposed
+    overlapped = layers * _tensor_parallel_overlapped_s(x, p, nbytes, group, gemm)
+    return ops.where((x.tp_comm_overlap > 0) & (x.tp > 1), overlapped, exposed)
+
+
+def _folded_expert_tp_saving(x: Inputs, layers):
+    """All-reduce units the MoE layers of a stage skip when their experts have no tensor
+    parallelism (expert_tp 1) and no shared expert: the router and the dispatch take each rank's
+    sequence-parallel tokens as they are, so no all-gather precedes the MLP and no reduce-scatter
+    follows it (Megatron-Core's MoE layer; one unit per pass). A shared expert is a TP MLP and
+    still gathers and scatters."""
+    folded = (x.etp == 1) & (x.n_shared_experts == 0) & (x.tp > 1)
+    moe_layers = layers * x.n_moe_layers / x.n_layers
+    return ops.where(folded, moe_layers * (2 + x.full_recompute_share), 0.0)
+
+
+def _mla_gather_saving(x: Inputs):
+    """All-reduce units per pass MLA saves under sequence parallelism: Megatron-Core runs the
+    replicated down projections on each rank's sequence shard and all-gathers their outputs (the
+    query latent, or the hidden state when queries have no latent, and the key/value latent with
+    the rotary key) instead of the hidden state before q/k/v (multi_latent_attention.py
+    get_query_key_value_tensors); that all-gather is half an all-reduce unit, its backward
+    reduce-scatter the other half."""
+    gathered = ops.where(x.q_lora_rank > 0, x.q_lora_rank, x.hidden) + x.kv_lora_rank + x.rope_head_dim
+    active = (x.mla > 0) & (x.sequence_parallel_active > 0)
+    return ops.where(active, 0.5 * (1 - gathered / x.hidden), 0.0)
+
+
+def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, gemm):
+    """One layer's TP traffic on the critical path when each collective runs beside a GEMM, as
+    Transformer Engine's userbuffers do for Megatron-Core `--tp-comm-overlap` (and torchtitan's
+    async TP, by micro-pipelining; Wang et al. 2023, ASPLOS, decompose the same way):
+
+    * ring exchange — the all-gathers before the QKV and FC1 GEMMs (forward) and of the output
+      gradient before the proj and FC2 input-gradient GEMMs (backward): the GEMM runs on the chunk
+      it has while the next of tp chunks arrives over copy engines, so only
+      max(0, C − G·(tp−1)/tp) shows;
+    * pipelined — the reduce-scatters after the proj and FC2 GEMMs (forward): the GEMM runs in
+      `tp_overlap_rs_splits` pieces, each piece's reduce-scatter beside the next piece; the last
+      piece's reduce-scatter never hides, and the GEMM runs on the SMs the communication kernel
+      leaves (`tp_overlap_comm_sms`, TE's `set_sm_margin`);
+    * bulk — the reduce-scatters of the QKV and FC1 input gradients (backward), beside their
+      weight-gradient GEMMs: what outlasts that GEMM shows, and the GEMM loses the communication
+      kernel's SMs while both run. A frozen weight has no weight-gradient GEMM to hide under.
+
+    A block's GEMM time is split between its two linears by their FLOPs (QKV against proj, FC1
+    against FC2); a backward is half input gradient, half weight gradient (equal FLOPs)."""
+    moe = x.n_moe_layers / x.n_layers
+    attention_fwd, attention_bwd, _ = gemm["attention"]
+    mlp_fwd, mlp_bwd = ((1 - moe) * gemm["dense_mlp"][i] + moe * gemm["moe_mlp"][i] for i in (0, 1))
+    # the input side's share of the block's GEMM FLOPs (MLA's replicated down projections counted
+    # as if split: their share is small)
+    qkv_share = 1 - x.n_heads * x.v_head_dim * x.hidden / attention_projection_weights(x)
+    up = x.mlp_matrices - 1
+    fc1_share = up / (up + 1)
+    wgrad_share = ops.where(x.method == 0, 0.5, 0.0)  # frozen bases compute no weight gradient
+    gather = comm.all_gather_time_s(nbytes, group)  # a reduce-scatter of the same bytes takes as long
+    n = x.tp
+    sm_share = ops.minimum(p.tp_overlap_comm_sms / x.compute_units, 0.5)
+    splits = p.tp_overlap_rs_splits
+    piece = comm.reduce_scatter_time_s(nbytes / splits, group)
+
+    def ring(gemm_s):
+        return ops.maximum(gather - gemm_s * (n - 1) / n, 0.0)
+
+    def pipelined(gemm_s):
+        slowed = gemm_s / (1 - sm_share)
+        return piece + (splits - 1) * ops.maximum(piece - slowed / splits, 0.0) + (slowed - gemm_s)
+
+    def bulk(gemm_s):
+        return ops.maximum(gather - gemm_s, 0.0) + sm_share * ops.minimum(gather, gemm_s)
+
+    after_down = pipelined(mlp_fwd * (1 - fc1_share))  # the reduce-scatter after FC2
+    forward = (ring(attention_fwd * qkv_share) + pipelined(attention_fwd * (1 - qkv_share))
+               + ring(mlp_fwd * fc1_share) + after_down)
+    backward = (ring(attention_bwd * (1 - qkv_share) * (1 - wgrad_share))
+                + ring(mlp_bwd * (1 - fc1_share) * (1 - wgrad_share))
+                + bulk(attention_bwd * qkv_share * wgrad_share) + bulk(mlp_bwd * fc1_share * wgrad_share))
+    # op-level selective recompute gathers the attention and MLP inputs again, beside the one
+    # GEMM each that it redoes there (k; a gated MLP's up projection)
+    redone_attention, redone_mlp = op_level.redone_gemm_s(x, gemm)
+    op_level_redo = ring(redone_attention) + ring((1 - moe) * redone_mlp)
+    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * after_down)  # early stop: no FC2 again
+    recompute = ops.where(x.recompute == 2, full, ops.where(op_level_recompute(x), op_level_redo, 0.0))
+    if module_recompute.lists_modules(x):  # a recomputed MLP's gather and scatter, beside its GEMMs again
+        recompute = recompute + module_recompute.redone_tp_units(x) * (ring(mlp_fwd * fc1_share) + after_down)
+    return forward + backward + recompute
+
+
+def context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_bwd):
+    """Context-parallel traffic on the critical path, by `cp_kind`.
+
+    ring (0): each rank passes its K and V chunk around the ring (cp−1 hops) while it computes on
+    the previous chunk; backward moves K, V and their gradients. Only the part longer than the
+    attention compute shows (Liu et al. 2023, Ring Attention §3).
+    all-gather (1): the K/V chunks are gathered once per layer and only the local block's
+    attention (1/cp of it) runs while the gather is in flight (PyTorch's `_AllGatherRotater`, the
+    default rotate method torchtitan uses); backward gathers again and reduce-scatters dK, dV.
+    ulysses (2): four all-to-alls per layer and pass re-shard q, k, v by heads and the output back
+    by sequence, with nothing to hide under (Jacobs et al. 2023, DeepSpeed-Ulysses §3)."""
+    if not ops.any(x.cp > 1):  # skipped where no row has context parallelism: zero anyway
+        return 0.0
+    forward = _context_parallel_pass_s(x, p, tokens)
+    backward = 2 * forward
+    recomputed = x.full_recompute_share
+    ring = ops.maximum(forward - attention_fwd, 0.0) + ops.maximum(backward - attention_bwd, 0.0)
+    ring = ring + recomputed * ops.maximum(forward - attention_fwd, 0.0)
+    exposed = ring
+    if ops.any(x.cp_kind > 0):
+        gather_fwd = ops.maximum(forward - attention_fwd / x.cp, 0.0)
+        gathered = (gather_fwd + ops.maximum(backward - attention_bwd / x.cp, 0.0)
+                    + recomputed * gather_fwd)
+        ulysses = _ulysses_pass_s(x, p, tokens) * (2 + recomputed)
+        exposed = ops.where(x.cp_kind == 1, gathered, ops.where(x.cp_kind == 2, ulysses, ring))
+    return ops.where(x.cp > 1, layers * exposed, 0.0)
+
+
+def _ulysses_pass_s(x: Inputs, p: ModelParameters, tokens):
+    """One layer's four all-to-alls in one pass (forward or backward): q and the attention output
+    (heads·head_dim and heads·v_head_dim per token) and k and v (the key/value heads' widths), every
+    rank holding its 1/cp of the tokens."""
+    group = comm.GroupLinks(x.cp, x.tp, x, p)
+    widths = (x.q_width_local, x.attention_out_local, x.kv_width_local, x.v_width_local)
+    return ops.total(comm.all_to_all_time_s(tokens * width * x.activation_bytes, group) for width in widths)
+
+
+def _context_parallel_pass_s(x: Inputs, p: ModelParameters, tokens):
+    """One layer's ring exchange (or gather) of K and V in a forward pass (the backward moves twice
+    that)."""
+    group = comm.GroupLinks(x.cp, x.tp, x, p)
+    kv_bytes = tokens * (x.kv_width_local + x.v_width_local) * x.activation_bytes
+    return comm.all_gather_time_s(kv_bytes * x.cp, group)
+
+
+def _context_parallel_hidden_s(x: Inputs, p: ModelParameters, micro):
+    """The part of one micro-batch's context-parallel traffic that hides under its compute: all of
+    the K/V traffic (forward, backward, and the recomputed forward) less what
+    `context_parallel_exposed_s` left exposed; none for Ulysses, whose all-to-alls all show."""
+    if not ops.any(x.cp > 1):
+        return 0.0
+    tokens = x.micro_batch * x.seq_len / x.cp
+    passes = 3 + x.full_recompute_share
+    total = x.layers_per_stage * passes * _context_parallel_pass_s(x, p, tokens)
+    hidden = ops.where(x.cp_kind == 2, 0.0, ops.maximum(total - micro["cp_comm"], 0.0))
+    return ops.where(x.cp > 1, hidden, 0.0)
+
+
+def expert_parallel_s(x: Inputs, p: ModelParameters, tokens):
+    """MoE token dispatch and combine: 2 all-to-alls per MoE layer forward, 2 backward (+2 when
+    recomputed), each moving tokens·top_k·hidden activations (Lepikhin et al. 2020, GShard)."""
+    if not ops.any(x.ep > 1):
+        return 0.0
+    group = comm.GroupLinks(x.ep, x.etp * x.cp, x, p)
+    dispatched = tokens * (x.etp / x.tp) * x.top_k * x.hidden * x.activation_bytes  # this rank's tokens
+    per_all_to_all = comm.all_to_all_time_s(dispatched, group)
+    count = 4 + 2 * x.full_recompute_share
+    if module_recompute.lists_modules(x):  # a recomputed MoE layer dispatches and combines again
+        count = count + module_recompute.redone_all_to_alls(x)
+    return ops.where(x.ep > 1, x.moe_layers_per_stage * count * per_all_to_all, 0.0)
+
+
+def pipeline_comm_s(x: Inputs, p: ModelParameters):
+    """Stage-to-stage activation sends on the critical path: forward and backward for each of the
+    m·v micro-batch chunks a stage handles, plus the fill and drain across p−1 boundaries. Megatron
+    scatters the activation over the TP ranks before sending (Narayanan et al. 2021 §4.1)."""
+    if not ops.any(x.pp > 1):
+        return 0.0
+    tokens = x.micro_batch * x.seq_len / x.cp
+    nbytes = tokens * x.hidden * x.activation_bytes / x.tp
+    across_nodes = x.tp * x.cp * x.dp >= x.fabric_gpus  # a stage fills its scale-up fabric
+    send = comm.p2p_time_s(nbytes, across_nodes & (x.n_fabrics > 1), x, p)
+    sends = 2 * x.vpp * x.micro_batches + 2 * (x.pp - 1)
+    return ops.where(x.pp > 1, sends * send, 0.0)
+
+
+def _data_parallel_windows_s(x: Inputs, p: ModelParameters, micro):
+    """The compute data-parallel traffic can hide under in one micro-batch: (forward, backward).
+
+    The micro-batch's elapsed compute, split between the passes in proportion to their kernels as
+    issued without recomputation at the model's launch cost: a fixed share, so neither a faster
+    GPU or CPU nor a policy that recomputes more can move window from one pass to the other (with
+    the recomputation's kernels counted, full recompute would grow the backward window by more
+    than it lengthens the micro-batch, and so come out faster than selective). The data-parallel
+    group (dp·cp ranks at stride tp) shares its links with the context-parallel ring: the ring
+    traffic that hides under compute takes its part of the window first, so a faster attention
+    that exposes more of the ring does not also shrink the window it left."""
+    elapsed = micro["forward"] + micro["backward"]
+    reference = x.with_values(recompute=0.0 * x.recompute, kernel_launch_us=p.kernel_launch_us)
+    issue_fwd, issue_bwd = host_issue.host_issue_s(reference, p)
+    free = ops.maximum(elapsed - _context_parallel_hidden_s(x, p, micro), 0.0) * p.dp_overlap_fraction
+    share_fwd = issue_fwd / (issue_fwd + issue_bwd)
+    return free * share_fwd, free * (1 - share_fwd)
+
+
+def data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
+    """Gradient reduction (and ZeRO's parameter gathers) minus what hides under compute.
+
+    Traffic moves in units, each a collective of its own that pays the ring's latency (which grows
+    with the group, collectives.py): ZeRO-0/1/2 reduce gradients in buckets of `dp_bucket_mb` as
+    the backward produces them (PyTorch DDP `bucket_cap_mb`); ZeRO-3/FSDP gathers and reduces one
+    layer per unit, the next layer's gather prefetched during the current layer's compute (FSDP
+    `backward_prefetch=BACKWARD_PRE`, FSDP2 per-block `fully_shard`; Zhao et al. 2023 §3.3).
+    A unit hides under its own layer's compute only, so a gather longer than a layer shows its
+    excess layer by layer; the first gather of the forward and the last bucket or reduce-scatter of
+    the backward never hide.
+
+    ZeRO-0: all-reduce of the gradients once per step, under the last micro-batch's backward.
+    ZeRO-1: reduce-scatter of gradients + all-gather of updated 16-bit weights, once per step.
+    ZeRO-2: reduce-scatter after every micro-batch's backward, all-gather once per step.
+    ZeRO-3/FSDP: per micro-batch, per layer: gather weights for forward and again for backward,
+    reduce-scatter gradients (Rajbhandari et al. 2020 §5).
+    HSDP (`dp_shard`): ZeRO's collectives run inside the shard group, and every reduce-scatter is
+    followed by an all-reduce of the reduced shard across the group's replicas (PyTorch FSDP
+    HYBRID_SHARD; FSDP2 on a 2-D mesh).
+    Gradient accumulation amortizes the once-per-step traffic over m micro-batches.
+    """
+    if not ops.any(x.dp * x.cp > 1):  # no row has a data-parallel group: nothing moves (see the last line)
+        return 0.0
+    dense, experts = local_parameter_counts(x)
+    trainable_dense, trainable_expert = trainable_parameter_counts(x)
+    # ZeRO's collectives run over the shard group (all of dp · cp, or the HSDP group); ZeRO-0's
+    # all-reduce over every data-parallel rank
+    group = ops.where(x.zero >= 1, x.zero_shard, x.dp * x.cp)
+    dense_group = comm.GroupLinks(group, x.tp, x, p)
+    any_experts = bool(ops.any(experts > 0))
+    if any_experts:  # a dense model has no expert group to build
+        expert_group = comm.GroupLinks(ops.maximum(group * x.tp / (x.ep * x.etp), 1.0), x.etp * x.cp * x.ep, x, p)
+    hybrid = bool(ops.any((x.dp_replicas > 1) & (x.zero >= 1)))
+    if hybrid:  # HSDP: each reduced gradient shard is all-reduced across the group's replicas
+        replica_group = comm.GroupLinks(x.dp_replicas, x.tp * x.zero_shard, x, p)
+
+    def replicas_of(count_dense, count_expert, units):
+        """(all units, one unit) of the replicas' all-reduce of the reduced shards; 0 without HSDP."""
+        if not hybrid:
+            return 0.0, 0.0
+        shard_bytes = (count_dense + count_expert) / x.zero_shard / units * x.grad_bytes
+        one = ops.where((x.dp_replicas > 1) & (x.zero >= 1), comm.allreduce_time_s(shard_bytes, replica_group), 0.0)
+        return units * one, one
+
+    def units_of(collective, count_dense, count_expert, element_bytes, units):
+        """(all units, one unit): the traffic split into `units` collectives of equal size."""
+        dense_s = collective(count_dense / units * element_bytes, dense_group)
+        if any_experts:  # a dense model: the expert group's collective would be zeroed anyway
+            dense_s = dense_s + ops.where(count_expert > 0, collective(count_expert / units * element_bytes,
+                                                                      expert_group), 0.0)
+        return units * dense_s, dense_s
+
+    layers = ops.maximum(x.layers_per_stage, 1.0)
+    window_fwd, window_bwd = _data_parallel_windows_s(x, p, micro)
+    m = x.micro_batches
+    bucket_mb_bytes = p.dp_bucket_mb * 2.0**20
+
+    def buckets(count_dense, count_expert, element_bytes):
+        # the framework's bucket of elements (DeepSpeed reduce_bucket_size), else dp_bucket_mb
+        bucket_bytes = ops.where(x.dp_bucket_elements > 0, x.dp_bucket_elements * element_bytes, bucket_mb_bytes)
+        return ops.maximum(ops.ceil((count_dense + count_expert) * element_bytes / bucket_bytes), 1.0)
+
+    def exposed(traffic, last_unit, window):
+        """What does not fit under the window, and never less than the last unit."""
+        return ops.maximum(traffic - window, last_unit)
+
+    # only the ZeRO stages some row uses are computed (a single estimate uses one)
+    used = ops.distinct_values(x.zero)
+    grad_buckets = buckets(trainable_dense, trainable_expert, x.grad_bytes)
+    zero0 = zero1 = zero2 = zero3 = 0.0
+    if 0 in used:
+        total, last = units_of(comm.allreduce_time_s, trainable_dense, trainable_expert, x.grad_bytes, grad_buckets)
+        zero0 = exposed(total, last, window_bwd)
+    if used & {1, 2}:
+        total, last = units_of(comm.reduce_scatter_time_s, trainable_dense, trainable_expert, x.grad_bytes,
+                               grad_buckets)
+        replicated, replicated_last = replicas_of(trainable_dense, trainable_expert, grad_buckets)
+        total, last = total + replicated, last + replicated_last
+        gather, _ = units_of(comm.all_gather_time_s, trainable_dense, trainable_expert, x.weight_bytes,
+                             buckets(trainable_dense, trainable_expert, x.weight_bytes))
+        zero1 = exposed(total, last, window_bwd) + gather
+        zero2 = m * exposed(total, last, window_bwd) + gather
+    if 3 in used:
+        # 16-bit weights, or fp8 linears under fp8 all-gather (memory.gathered_bytes_per_weight)
+        _, gather = units_of(comm.all_gather_time_s, dense, experts, gathered_bytes_per_weight(x), layers)
+        _, reduce = units_of(comm.reduce_scatter_time_s, trainable_dense, trainable_expert, x.grad_bytes, layers)
+        reduce = reduce + replicas_of(trainable_dense, trainable_expert, layers)[1]
+        # prefetch depth one: layer i+1's gather runs during layer i; the first has nothing to hide under
+        forward = gather + (layers - 1) * ops.maximum(gather - window_fwd / layers, 0.0)
+        # backward: layer i−1's gather and layer i's reduce-scatter during layer i's backward; the last
+        # layer stays gathered from its forward, the first layer's reduce-scatter comes after all compute
+        backward = reduce + (layers - 1) * ops.maximum(gather + reduce - window_bwd / layers, 0.0)
+        # a stage FSDP keeps gathered under PP (memory.stage_kept_gathered) is gathered once, in the
+        # first micro-batch's forward, and reduced once, after the last backward
+        kept = stage_kept_gathered(x)
+        if type(kept) is np.ndarray or kept:
+            once = forward + reduce + (layers - 1) * ops.maximum(reduce - window_bwd / layers, 0.0)
+            zero3 = ops.where(kept, once, m * (forward + backward))
+        else:  # no stage kept gathered: every micro-batch gathers and reduces
+            zero3 = m * (forward + backward)
+    by_stage = ops.where(x.zero == 0, zero0, ops.where(x.zero == 1, zero1, ops.where(x.zero == 2, zero2, zero3)))
+    return ops.where(x.dp * x.cp > 1, by_stage, 0.0)
