@@ -155,3 +155,13 @@ def test_the_cli_exits_2_with_one_line_for_too_many_stages(tmp_path):
         err = streams[1].getvalue().decode()
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "training.pp" in lines[0], err
+
+
+def test_a_chunk_may_hold_only_an_end_where_the_ends_take_slots():
+    # Megatron-MoE-ModelZoo runs Qwen3-235B's 94 layers on pp 32 × vpp 3 with both ends as slots:
+    # 96 slots, one per chunk, so the first and last chunks hold the embedding and the loss alone
+    x = inputs_from_job(bloom_job(n_layers=22, pp=8, vpp=3, **SLOTS), P)
+    assert float(x.stage_slots) == 3.0 and float(x.layers_per_stage) == 3.0 and float(x.end_stage_layers) == 2.0
+    with pytest.raises(TrainrigError) as info:
+        bloom_job(n_layers=21, pp=8, vpp=3, **SLOTS)  # 23 slots for 24 chunks
+    assert info.value.field == "training.vpp" and "21 layers and 2 end slots" in str(info.value)

@@ -24,7 +24,7 @@ import numpy as np
 from trainrig.estimate import ops
 
 __all__ = ["ring_steps", "allreduce_time_s", "reduce_scatter_time_s", "all_gather_time_s",
-           "all_to_all_time_s", "p2p_time_s", "GroupLinks"]
+           "all_to_all_time_s", "copies_time_s", "p2p_time_s", "GroupLinks"]
 
 
 class GroupLinks:
@@ -119,8 +119,16 @@ def all_to_all_time_s(nbytes, g: GroupLinks):
     """All-to-all where each rank holds S bytes: (n−1)/n·S leave it; the share bound for other
     nodes crosses the network."""
     n, k = g.size, g.ranks_per_node
-    local = (k - 1) / n * nbytes / (g.intra_gbs * 1e9)
-    remote = (n - k) / n * nbytes / (g.inter_gbs_per_gpu * 1e9)
+    return copies_time_s(nbytes, (k - 1) / n, (n - k) / n, g)
+
+
+def copies_time_s(nbytes, local_copies, remote_copies, g: GroupLinks):
+    """An exchange in which each rank sends `local_copies` × S bytes to ranks of its own node and
+    `remote_copies` × S over the network, every rank at once: the slower of the two sides, plus the
+    latency of a hop to each other rank of the node and, across nodes, to each other node."""
+    n, k = g.size, g.ranks_per_node
+    local = local_copies * nbytes / (g.intra_gbs * 1e9)
+    remote = remote_copies * nbytes / (g.inter_gbs_per_gpu * 1e9)
     remote = ops.where(g.spans_nodes, remote + g.inter_latency_s * ring_steps(g.nodes), 0.0)
     return ops.where(n > 1, ops.maximum(local, remote) + ring_steps(k) * g.intra_latency_s + g.overhead_s, 0.0)
 

@@ -212,6 +212,7 @@ def _config(job: Job, n_params: int) -> dict[str, Any]:
         "precision": t.precision, "method": t.method, "framework": t.framework,
         "master_weights": t.master_weights, "quantization": t.base_quantization, "optimizer": t.optimizer,
         "optimizer_moment_dtype": t.optimizer_moment_dtype,
+        "moe_dispatcher": t.moe_dispatcher or "alltoall", "moe_a2a_overlap": t.moe_a2a_overlap,
         "loss": t.loss, "packing": t.packing,
         "attention_kernel": resolve_attention_kernel(t, hw.gpu)[1], "fp8_recipe": resolve_fp8_recipe(t),
     }
@@ -240,6 +241,8 @@ def _warnings(job: Job, row: dict[str, Any]) -> list[str]:
         warnings.append("tp_comm_overlap has no effect with tp=1")
     if t.cp_kind != "ring" and t.cp == 1:
         warnings.append(f"cp_kind: {t.cp_kind} has no effect with cp=1")
+    if t.moe_dispatcher is not None and (t.ep == 1 or not job.model.is_moe):
+        warnings.append(f"moe_dispatcher: {t.moe_dispatcher} has no effect without experts spread over ranks (ep > 1)")
     warnings.extend(_hardware_warnings(job))
     return warnings
 
@@ -375,11 +378,32 @@ def _overlap_assumptions(job: Job, given: set[str]) -> list[str]:
                 "ulysses": "Ulysses all-to-alls, exposed"}[t.cp_kind]
         default = "" if "cp_kind" in given else ", the default"
         said.append(f"context parallelism as {kind} (cp_kind: {t.cp_kind}{default})")
+    if job.model.is_moe and t.ep > 1:
+        said.append(_expert_parallel_assumption(t, given))
     if t.dp_degree * t.cp > 1:
         units = "one layer per gather and reduce-scatter" if t.zero >= 3 else "gradient buckets of dp_bucket_mb"
         said.append(f"data-parallel traffic in {units} behind the compute, paying NCCL's ring latency over the"
                     " group; the first gather and the last reduction are exposed")
     return said
+
+
+MOE_DISPATCHER_NAMES = {"alltoall": "by all-to-all, a copy per routed expert",
+                        "allgather": "by all-gathering every rank's tokens, reduce-scattered back",
+                        "deepep": "once per destination node and GPU (DeepEP), routing taken as uniform",
+                        "hybridep": "once per destination node and GPU (HybridEP), routing taken as uniform"}
+
+
+def _expert_parallel_assumption(t, given: set[str]) -> str:
+    """How MoE tokens move and whether the exchanges hide (traffic.expert_parallel_s)."""
+    name = t.moe_dispatcher or "alltoall"
+    default = "" if "moe_dispatcher" in given else ", the default"
+    if not t.moe_a2a_overlap:
+        overlap = "every dispatch and combine exposed (moe_a2a_overlap: false)"
+    else:
+        overlap = ("each paired with the other micro-batch's attention and expert compute, which loses"
+                   " ep_overlap_comm_sms SMs to it; the first forward, the last backward and the pipeline's"
+                   " warm-up and cool-down unpaired (moe_a2a_overlap: true)")
+    return f"MoE tokens dispatched {MOE_DISPATCHER_NAMES[name]} (moe_dispatcher: {name}{default}); {overlap}"
 
 
 def _pipeline_split_notes(job: Job) -> list[str]:

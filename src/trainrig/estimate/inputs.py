@@ -27,6 +27,8 @@ METHOD_CODE = {"full": 0.0, "lora": 1.0, "qlora": 2.0}
 OFFLOAD_CODE = {"none": 0.0, "optimizer": 1.0, "parameters": 2.0, "all": 3.0}
 LOSS_CODE = {"full": 0.0, "chunked": 1.0, "fused_linear": 2.0, "fused": 3.0}
 CP_KIND_CODE = {"ring": 0.0, "all-gather": 1.0, "ulysses": 2.0}
+# MoE token dispatch: a copy per routed expert, a gather of all tokens, or deduplicated per node and GPU
+MOE_DISPATCHER_CODE = {"alltoall": 0.0, "allgather": 1.0, "deepep": 2.0, "hybridep": 2.0}
 # Bytes per weight of a frozen base stored quantized, constants included (4 bits = 0.5 B):
 # NF4 keeps an fp32 absmax per block of 64 (+4/64 B); double quantization stores those as 8 bits
 # with an fp32 constant per 256 blocks (+(1 + 4/256)/64 B) (Dettmers et al. 2023, QLoRA §3);
@@ -141,6 +143,8 @@ class Inputs:
     sequence_parallel: Any
     tp_comm_overlap: Any  # 1 = TP collectives chunked beside their GEMMs (see TrainingSpec)
     cp_kind: Any  # CP_KIND_CODE: 0 ring, 1 all-gather, 2 ulysses
+    moe_dispatcher: Any  # MOE_DISPATCHER_CODE: 0 alltoall, 1 allgather, 2 deduplicated (deepep, hybridep)
+    moe_a2a_overlap: Any  # 1 when one micro-batch's forward runs beside another's backward (combined 1F1B)
     flash_attention: Any
     flash_attention_version: Any  # 1 or 2 (see TrainingSpec)
     attention_fwd_speed: Any  # fused kernel's forward rate relative to FlashAttention-2's (GPU.attention_kernel_speed)
@@ -710,6 +714,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         recompute_num_layers=float(t.recompute_num_layers or np.inf), dp_shard=float(t.dp_shard or t.dp_degree),
         sequence_parallel=float(t.sequence_parallel),
         tp_comm_overlap=float(t.tp_comm_overlap), cp_kind=CP_KIND_CODE[t.cp_kind],
+        moe_dispatcher=MOE_DISPATCHER_CODE[t.moe_dispatcher or "alltoall"], moe_a2a_overlap=float(t.moe_a2a_overlap),
         **_attention_fields(job),
         fused_kernels=float(t.kernels_fused(fw.fused_kernels)), dropout=float(t.dropout),
         activation_bytes=2 if mixed else 4, weight_bytes=2 if mixed else 4,

@@ -111,6 +111,10 @@ class ModelParameters:
     `num_sm`: 16 by default; 2–24 in the Megatron-Bridge presets, e.g. 24 for GPT-3 175B's proj_fprop
     on H100 with `set_sm_margin`, 4 for its bulk weight-gradient overlaps). The ring-exchange
     all-gathers move data with copy engines and take none."""
+    ep_overlap_comm_sms: float = 20.0
+    """SMs the expert-parallel dispatch and combine kernels take from the compute they run beside
+    under `moe_a2a_overlap` (Megatron-Core TransformerConfig `moe_deepep_num_sms`: 20, HybridEP's
+    16; DeepSeek-V3 §3.2.2: 20 SMs suffice to saturate IB and NVLink)."""
     dp_bucket_mb: float = 25.0
     """Gradient bucket of ZeRO-0/1/2 data parallelism, MiB: each bucket is one collective that pays
     the ring's latency, and the last one of the backward never hides. PyTorch DDP's default

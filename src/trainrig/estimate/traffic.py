@@ -197,18 +197,91 @@ def _context_parallel_hidden_s(x: Inputs, p: ModelParameters, micro):
     return ops.where(x.cp > 1, hidden, 0.0)
 
 
-def expert_parallel_s(x: Inputs, p: ModelParameters, tokens):
-    """MoE token dispatch and combine: 2 all-to-alls per MoE layer forward, 2 backward (+2 when
-    recomputed), each moving tokens·top_k·hidden activations (Lepikhin et al. 2020, GShard)."""
+def expert_parallel_s(x: Inputs, p: ModelParameters, tokens, gemm):
+    """MoE token dispatch and combine on one micro-batch's critical path: 2 exchanges per MoE layer
+    forward, 2 backward (+2 when recomputed), each moving this rank's routed tokens (Lepikhin et al.
+    2020, GShard) the way `moe_dispatcher` does (`_dispatch_s`); under `moe_a2a_overlap` the paired
+    passes hide most of them (`_paired_exposed_s`). Returns (exposed, unpaired): the second is
+    every exchange exposed, as in a pipeline's fill and drain."""
     if not ops.any(x.ep > 1):
-        return 0.0
+        return 0.0, 0.0
     group = comm.GroupLinks(x.ep, x.etp * x.cp, x, p)
-    dispatched = tokens * (x.etp / x.tp) * x.top_k * x.hidden * x.activation_bytes  # this rank's tokens
-    per_all_to_all = comm.all_to_all_time_s(dispatched, group)
+    one = _dispatch_s(x, group, tokens)
     count = 4 + 2 * x.full_recompute_share
     if module_recompute.lists_modules(x):  # a recomputed MoE layer dispatches and combines again
         count = count + module_recompute.redone_all_to_alls(x)
-    return ops.where(x.ep > 1, x.moe_layers_per_stage * count * per_all_to_all, 0.0)
+    exposed = ops.where(x.ep > 1, x.moe_layers_per_stage * count * one, 0.0)
+    if not ops.any(x.moe_a2a_overlap > 0):
+        return exposed, exposed
+    share = _paired_share(x)
+    paired = x.moe_layers_per_stage * (share * _paired_exposed_s(x, p, one, gemm) + (1 - share) * count * one)
+    return ops.where((x.moe_a2a_overlap > 0) & (x.ep > 1), paired, exposed), exposed
+
+
+def _paired_share(x: Inputs):
+    """Share of a stage's forward and backward chunk passes that run paired under `moe_a2a_overlap`.
+    Megatron-Core's combined 1F1B pairs the forward of micro-batch i+1 with the backward of i; the
+    first stage warms up with W = 2(pp−1) + (vpp−1)·pp + 1 forward-only chunks (the interleaved
+    schedule's warm-up, `microbatch_group_size_per_vp_stage` = pp, and one more so that the paired
+    passes are independent: schedules.py get_pp_rank_microbatches) and cools down with as many
+    backward-only ones, out of m·vpp each; with pp 1, W = 1: the first forward and the last backward."""
+    warmup = 2 * (x.pp - 1) + (x.vpp - 1) * x.pp + 1
+    return ops.maximum(1 - warmup / (x.micro_batches * x.vpp), 0.0)
+
+
+def _paired_exposed_s(x: Inputs, p: ModelParameters, one, gemm):
+    """One MoE layer's exchanges left on the critical path when its forward (of one micro-batch) and
+    backward (of the previous) run paired, in Megatron-Core's stream order
+    (TransformerLayerSchedulePlan.run): the backward's combine beside the forward's attention; the
+    forward's dispatch, then the backward's, beside the backward's and then the forward's expert
+    compute; the forward's combine beside the backward's attention. What outlasts its compute
+    shows, and the compute loses the communication kernels' SMs while both run
+    (`ep_overlap_comm_sms`). `one`: one dispatch's (or combine's) time."""
+    attention_fwd = gemm["attention"][0] + gemm["attention_core"][0]
+    attention_bwd = gemm["attention"][1] + gemm["attention_core"][1]
+    experts = gemm["moe_mlp"][0] + gemm["moe_mlp"][1]
+    sm_share = ops.minimum(p.ep_overlap_comm_sms / x.compute_units, 0.5)
+
+    def beside(comm_s, compute_s):
+        return ops.maximum(comm_s - compute_s, 0.0) + sm_share * ops.minimum(comm_s, compute_s)
+
+    return beside(one, attention_fwd) + beside(2 * one, experts) + beside(one, attention_bwd)
+
+
+def _dispatch_s(x: Inputs, group, tokens):
+    """One dispatch (a combine moves the same bytes back) of this rank's tokens, top_k·hidden
+    activations each:
+
+    * alltoall (0): a copy for every routed expert, (n−1)/n of them leaving the rank;
+    * allgather (1): every rank's tokens gathered to the whole group (Megatron-Core's
+      MoEAllGatherTokenDispatcher; the combine reduce-scatters them);
+    * deduplicated (2, DeepEP, HybridEP): one copy over the network to each other node holding
+      one of the token's experts, to the GPU of the same local rank, which forwards it over NVLink
+      once to each GPU of its node holding one (DeepSeek-V3 §3.2.1); routing taken as uniform over
+      the experts, E/n contiguous ones per rank (`_holding_share`)."""
+    local_tokens = tokens * (x.etp / x.tp)  # this rank's tokens
+    per_expert = comm.all_to_all_time_s(local_tokens * x.top_k * x.hidden * x.activation_bytes, group)
+    if not ops.any(x.moe_dispatcher > 0):
+        return per_expert
+    token_bytes = local_tokens * x.hidden * x.activation_bytes
+    n, k, nodes = group.size, group.ranks_per_node, group.nodes
+    gathered = comm.all_gather_time_s(token_bytes * n, group)
+    # copies per token: one per other node that holds a routed expert; over NVLink one per GPU that
+    # does, but for the forwarding GPU itself (1 in k)
+    remote = (nodes - 1) * _holding_share(x, x.n_experts * k / n)
+    local = n * _holding_share(x, x.n_experts / n) * (k - 1) / k
+    deduplicated = comm.copies_time_s(token_bytes, local, remote, group)
+    return ops.where(x.moe_dispatcher == 1, gathered, ops.where(x.moe_dispatcher == 2, deduplicated, per_expert))
+
+
+def _holding_share(x: Inputs, experts_held):
+    """Chance that a token's top_k experts, drawn uniformly without repeats from n_experts, include
+    one of `experts_held` given ones: 1 − C(E − e, k) / C(E, k)."""
+    missed = 1.0
+    for i in range(int(np.max(x.top_k))):
+        left = ops.maximum(x.n_experts - experts_held - i, 0.0) / ops.maximum(x.n_experts - i, 1.0)
+        missed = missed * ops.where(i < x.top_k, left, 1.0)
+    return 1 - missed
 
 
 def pipeline_comm_s(x: Inputs, p: ModelParameters):

@@ -173,6 +173,23 @@ class TrainingSpec(FrozenSpec):
     produce them, so only what outlasts a GEMM shows (Megatron-Core `--tp-comm-overlap` with
     Transformer Engine userbuffers, NeMo `tp_comm_overlap`, torchtitan async TP). Both need
     sequence parallelism; false = every TP collective on the critical path."""
+    moe_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep"] | None = None
+    """How MoE layers move tokens to their experts' ranks and back (Megatron-Core
+    `moe_token_dispatcher_type`, and `moe_flex_dispatcher_backend` under `flex`): `alltoall` sends a
+    token once for every routed expert on another rank (an NCCL all-to-all: Megatron-Core
+    `alltoall`, torchtitan, DeepSpeed-MoE); `allgather` gathers every rank's tokens to the whole
+    expert-parallel group and reduce-scatters the outputs back (Megatron-Core `allgather`); `deepep`
+    and `hybridep` send a token once to each node (NVLink domain) holding one of its experts, then
+    over NVLink once to each GPU there that does (DeepEP's and HybridEP's hierarchical kernels;
+    DeepSeek-V3 §3.2.1), the combine reducing the same way back. Unset = alltoall."""
+    moe_a2a_overlap: bool = False
+    """The forward of one micro-batch runs beside the backward of the previous one, layer by layer
+    on two CUDA streams, so each MoE layer's dispatch and combine hide behind the other pass's
+    attention and expert compute (Megatron-Core `overlap_moe_expert_parallel_comm`, Megatron-Bridge
+    `moe_a2a_overlap`; combined 1F1B, after DeepSeek-V3's DualPipe). The first forward and the last
+    backward, and a pipeline's warm-up and cool-down, run unpaired. Megatron-Core's rules: ep > 1,
+    no full recompute and no `moe` in `recompute_modules`, vpp > 1 when pp > 1, the alltoall or a
+    flex dispatcher."""
     cp_kind: Literal["ring", "all-gather", "ulysses"] = "ring"
     """How context parallelism moves keys and values: `ring` passes K/V chunks around the CP group
     while attention runs on the previous chunk (Ring Attention; Megatron-Core / Transformer Engine
@@ -613,12 +630,15 @@ def _check_explicit_pipeline(model: ModelSpec, t: TrainingSpec) -> None:
 
 def _check_pipeline_split(model: ModelSpec, t: TrainingSpec) -> None:
     """Any pp·vpp up to the layer count: an uneven split is paced by its fullest stage (see
-    Inputs.layers_per_stage), but every pipeline chunk needs a layer."""
+    Inputs.layers_per_stage), but every pipeline chunk needs a layer, or the embedding or loss where
+    they take a slot (Megatron-MoE-ModelZoo runs Qwen3-235B's 94 layers and both ends on pp 32 × vpp 3)."""
     _check_explicit_pipeline(model, t)
-    if t.pp * t.vpp > model.n_layers:
+    ends = int(t.account_for_embedding_in_pipeline_split) + int(t.account_for_loss_in_pipeline_split)
+    if t.pp * t.vpp > model.n_layers + (ends if t.pp > 1 else 0):
         field = "training.vpp" if t.pp <= model.n_layers else "training.pp"
-        raise TrainrigError(field, f"pp·vpp = {t.pp * t.vpp} exceeds the model's {model.n_layers} layers;"
-                                   " every pipeline chunk needs at least one layer.")
+        counted = f" and {ends} end slot{'s' if ends > 1 else ''}" if ends else ""
+        raise TrainrigError(field, f"pp·vpp = {t.pp * t.vpp} exceeds the model's {model.n_layers} layers{counted};"
+                                   " every pipeline chunk needs at least one.")
     if t.vpp > 1 and t.pp == 1:
         raise TrainrigError("training.vpp", "interleaving (vpp > 1) needs pipeline parallelism (pp > 1).")
     if t.dp_shard is not None and t.dp_degree % t.dp_shard:
@@ -644,6 +664,7 @@ def _check_recompute_layers(model: ModelSpec, t: TrainingSpec) -> None:
 
 def _check_overlap(model: ModelSpec, t: TrainingSpec) -> None:
     """TP overlap and the CP kinds: what Megatron-Core, torchtitan and DeepSpeed accept."""
+    _check_moe_a2a_overlap(model, t)
     if t.tp_comm_overlap and t.tp > 1 and not t.sequence_parallel:
         raise TrainrigError("training.tp_comm_overlap", "overlaps the all-gathers and reduce-scatters of sequence"
                                                         " parallelism; set sequence_parallel: true or turn it off.")
@@ -651,6 +672,24 @@ def _check_overlap(model: ModelSpec, t: TrainingSpec) -> None:
         raise TrainrigError("training.cp_kind", f"ulysses splits the {model.n_heads // t.tp} attention heads per"
                                                 f" TP rank over cp = {t.cp}, which does not divide them; use ring"
                                                 " or all-gather.")
+
+
+def _check_moe_a2a_overlap(model: ModelSpec, t: TrainingSpec) -> None:
+    """Megatron-Core's rules for pairing micro-batches (TransformerConfig.__post_init__)."""
+    if not t.moe_a2a_overlap:
+        return
+    field = "training.moe_a2a_overlap"
+    if not model.is_moe or t.ep == 1:
+        raise TrainrigError(field, "hides expert-parallel all-to-alls, so it needs an MoE model and ep > 1.")
+    if t.recompute == "full" or "moe" in (t.recompute_modules or []):
+        raise TrainrigError(field, "Megatron-Core does not pair micro-batches under full recompute or a"
+                                   " recomputed moe module.")
+    if t.pp > 1 and t.vpp == 1:
+        raise TrainrigError(field, "Megatron-Core pairs micro-batches only in the interleaved schedule"
+                                   " when pp > 1: give vpp > 1.")
+    if t.moe_dispatcher == "allgather":
+        raise TrainrigError(field, "Megatron-Core pairs micro-batches with the alltoall or a flex dispatcher,"
+                                   " not allgather.")
 
 
 def expert_tp_degree(t: TrainingSpec) -> int:
