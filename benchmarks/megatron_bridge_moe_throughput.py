@@ -61,7 +61,7 @@ H100-SXM5-80GB Qwen3_30B_a3B 16 FP8-CS 512 2 4096 1 2 1 24 8 5275
 
 
 def row_job(system, model, n_gpus, precision, gbs, mbs, seq, tp, pp, cp, vp, ep, recompute_modules=None,
-            bf16_moments=False):
+            bf16_moments=False, graph_scope=None):
     gpus_per_node = 4 if system.startswith("GB") else 8  # NVL72 trays of 4, DGX nodes of 8
     network = {"bandwidth_gbps": 800, "ports_per_node": 4} if system == "GB300" else {
         "bandwidth_gbps": 400, "ports_per_node": gpus_per_node}
@@ -77,6 +77,8 @@ def row_job(system, model, n_gpus, precision, gbs, mbs, seq, tp, pp, cp, vp, ep,
         training["recompute_modules"] = recompute_modules
     if bf16_moments:
         training["optimizer_moment_dtype"] = "bf16"
+    if graph_scope:
+        training["cuda_graph_scope"] = graph_scope
     return load_job({"model": MODELS[model], "hardware": hardware, "training": training})
 
 
@@ -86,7 +88,10 @@ def main() -> None:
                         help="run the recipes' recompute_modules where their layout is the row's (RECOMPUTE)")
     parser.add_argument("--bf16-moments", action="store_true",
                         help="the DeepSeek recipes' bf16 optimizer moments on their rows (BF16_MOMENTS)")
+    parser.add_argument("--graph-scope", help="CUDA graph scopes for every row, comma-separated (e.g."
+                        " attn,moe_router,moe_preprocess, which most of these recipes list)")
     args = parser.parse_args()
+    scope = args.graph_scope.split(",") if args.graph_scope else None
     errors = []
     print(f"{'system':<15}{'model':<17}{'GPUs':>5} {'prec':<7}{'layout':<22}{'measured':>9}{'estimate':>10}{'error':>8}"
           f"{'GiB':>7}")
@@ -96,7 +101,8 @@ def main() -> None:
         values = [int(v) for v in rest]
         modules = RECOMPUTE.get((system, model, precision)) if args.recompute else None
         moments = args.bf16_moments and model in BF16_MOMENTS
-        job = row_job(system, model, int(n_gpus), precision, *values, recompute_modules=modules, bf16_moments=moments)
+        job = row_job(system, model, int(n_gpus), precision, *values, recompute_modules=modules, bf16_moments=moments,
+                      graph_scope=scope)
         result = estimate(job, advise_fit=False)
         error = result.tokens_per_s_per_gpu / float(measured) - 1
         errors.append(abs(error))

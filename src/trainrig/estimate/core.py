@@ -163,6 +163,11 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
         host = host * sharing
     launch_overhead = ops.maximum(host_issue.overlapped_s(host, gpu, p.host_gpu_overlap_exponent) - gpu, 0.0)
     elapsed = compute + launch_overhead
+    # the passes' kernels as launched one by one, which CUDA graphs replay in fewer launches
+    issued_fwd, issued_bwd, issued = host_fwd, host_bwd, host
+    if host_issue.any_graphs(x):
+        issued_fwd, issued_bwd = host_issue.host_issue_s(host_issue.ungraphed(x), p)
+        issued = (issued_fwd + issued_bwd) * sharing
     return {
         "compute": compute,
         "weight_grad": arithmetic["weight_grad"],
@@ -170,8 +175,8 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
         # The windows data-parallel traffic can hide under: the micro-batch's elapsed compute, split
         # between the passes in proportion to their kernels (a fixed share, so a faster GPU or CPU
         # never lengthens the step through a shorter window alone).
-        "forward": elapsed * host_fwd / host,
-        "backward": elapsed * host_bwd / host,
+        "forward": elapsed * issued_fwd / issued,
+        "backward": elapsed * issued_bwd / issued,
         "tp_comm": tp,
         "cp_comm": cp,
         "ep_comm": ep,
@@ -187,7 +192,8 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
 GEMM_IGNORES = frozenset({
     "pp", "dp", "vpp", "pp_embedding_slot", "pp_loss_slot", "global_batch", "zero", "recompute",
     "sequence_parallel", "tp_comm_overlap", "cp_kind", "gpus_per_node", "n_nodes", "fabric_gpus", "n_fabrics",
-    "recompute_num_layers", "moe_dispatcher", "moe_a2a_overlap",
+    "recompute_num_layers", "moe_dispatcher", "moe_a2a_overlap", "graph_full", "graph_attention",
+    "graph_mlp", "graph_moe", "graph_router",
     "memory_gib", "mfu_peak_tflops", "kernel_launch_us", "intra_bandwidth_gbs", "intra_latency_us",
     "scale_up_domain", "pcie_peer_gbs", "inter_node_bandwidth_gbs", "inter_latency_us", "pcie_bandwidth_gbs",
     "pcie_latency_us", "cpu_cores_per_node", "host_memory_bandwidth_gbs", "storage_read_gbs", "storage_write_gbs",

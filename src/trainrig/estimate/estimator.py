@@ -213,6 +213,7 @@ def _config(job: Job, n_params: int) -> dict[str, Any]:
         "master_weights": t.master_weights, "quantization": t.base_quantization, "optimizer": t.optimizer,
         "optimizer_moment_dtype": t.optimizer_moment_dtype,
         "moe_dispatcher": t.moe_dispatcher or "alltoall", "moe_a2a_overlap": t.moe_a2a_overlap,
+        "cuda_graph_scope": t.cuda_graph_scope,
         "loss": t.loss, "packing": t.packing,
         "attention_kernel": resolve_attention_kernel(t, hw.gpu)[1], "fp8_recipe": resolve_fp8_recipe(t),
     }
@@ -312,6 +313,7 @@ def _assumptions(job: Job) -> list[str]:
     said.append(f"{framework.name} keeps a persistent gradient buffer" if framework.persistent_grad_buffer
                 else "gradients freed between steps (zero_grad(set_to_none=True))")
     said.extend(_overlap_assumptions(job, given))
+    said.extend(_cuda_graph_assumptions(job))
     gpu = job.hardware.gpu
     # the peaks are the datasheet's, at the board's default power limit and boost clocks; the clock drop
     # of sustained full-power GEMMs is inside sustained_matmul_fraction (params.py), not a per-job derate
@@ -385,6 +387,18 @@ def _overlap_assumptions(job: Job, given: set[str]) -> list[str]:
         said.append(f"data-parallel traffic in {units} behind the compute, paying NCCL's ring latency over the"
                     " group; the first gather and the last reduction are exposed")
     return said
+
+
+def _cuda_graph_assumptions(job: Job) -> list[str]:
+    """What CUDA graphs change in the estimate (host_issue.py), or that none is assumed where the
+    framework's recipes may run them."""
+    scope = job.training.cuda_graph_scope
+    if not scope:
+        if job.training.framework in ("megatron", "nemo", "torchtitan"):
+            return ["every kernel launched from the host, no CUDA graphs (cuda_graph_scope unset)"]
+        return []
+    return [f"CUDA graphs capture {', '.join(scope)}: one launch per graph and pass replaces its kernels'"
+            " launches; the graphs' memory pool, capture time and GPU-side launch gaps not modelled"]
 
 
 MOE_DISPATCHER_NAMES = {"alltoall": "by all-to-all, a copy per routed expert",

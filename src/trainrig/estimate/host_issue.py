@@ -14,20 +14,65 @@ from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.memory import op_level_recompute
 from trainrig.estimate.params import ModelParameters
 
-__all__ = ["host_issue_s", "core_sharing", "issuing_share", "overlapped_s"]
+__all__ = ["host_issue_s", "core_sharing", "issuing_share", "overlapped_s", "any_graphs", "ungraphed"]
 
 
 def host_issue_s(x: Inputs, p: ModelParameters):
     """Host time to issue one micro-batch's kernels on one GPU: (forward, backward + recompute)."""
     forward_kernels, backward_kernels = _kernels_per_layer(x, p)
     forward_ops, backward_ops = _small_ops_per_layer(x, p)
+    if any_graphs(x):  # a layer's captured kernels and ops replay in one launch per pass
+        eager, replays = _layer_graphs(x, forward_kernels)
+        forward_kernels, backward_kernels = forward_kernels * eager + replays, backward_kernels * eager + replays
+        forward_ops, backward_ops = forward_ops * eager, backward_ops * eager
     layers = x.layers_per_stage
     fetch_fwd, fetch_bwd = _zero3_fetch_s(x, p)
     # + embedding, logits and loss: ~8 kernels forward, ~12 backward
-    return (ops.total(((layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6,
-                       layers * forward_ops * p.eager_op_host_us * 1e-6, fetch_fwd)),
-            ops.total(((layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6,
-                       layers * backward_ops * p.eager_op_host_us * 1e-6, fetch_bwd)))
+    forward = ops.total(((layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6,
+                         layers * forward_ops * p.eager_op_host_us * 1e-6, fetch_fwd))
+    backward = ops.total(((layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6,
+                          layers * backward_ops * p.eager_op_host_us * 1e-6, fetch_bwd))
+    if not ops.any(x.graph_full > 0):
+        return forward, backward
+    # one graph launches every micro-batch's forward and backward: one launch per step
+    whole = x.kernel_launch_us * 1e-6 / x.micro_batches
+    return ops.where(x.graph_full > 0, whole, forward), ops.where(x.graph_full > 0, 0.0, backward)
+
+
+GRAPH_FIELDS = ("graph_full", "graph_attention", "graph_mlp", "graph_moe", "graph_router")
+
+
+def any_graphs(x: Inputs) -> bool:
+    """Whether any row captures CUDA graphs (TrainingSpec.cuda_graph_scope)."""
+    return any(bool(ops.any(getattr(x, name) > 0)) for name in GRAPH_FIELDS)
+
+
+def ungraphed(x: Inputs) -> Inputs:
+    """The same rows with every kernel launched from the host."""
+    return x.with_values(**{name: 0.0 * getattr(x, name) for name in GRAPH_FIELDS})
+
+
+def _layer_graphs(x: Inputs, forward_kernels):
+    """(share of a layer's kernels and ops left eager, graph launches per layer and pass) under
+    per-layer CUDA graphs, averaged over the stage's dense and MoE layers. The attention block is
+    the layer's q/k/v and output linears, attention, input norm, rotary, residual add (MLA's latent
+    norms and concatenations) and half its TP collectives; the MLP block the rest of a dense layer;
+    an MoE block that and the 8 MoE kernels (see _kernels_per_layer); `moe_router` its norm, router
+    GEMM and top-k (its metadata, `moe_preprocess`, is not counted apart). Megatron-Core captures a
+    layer's listed blocks as one graph (TECudaGraphHelper: one callable per layer), replayed once in
+    the forward and once, as its own graph, in the backward; the backward's captured share is taken
+    as the forward's."""
+    moe = x.n_moe_layers / x.n_layers
+    collectives = ops.where(x.tp > 1, 1 + x.sequence_parallel_active, 0.0)  # half the layer's
+    core = ops.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout + 4.0 * eager_softmax(x))
+    attention = x.qkv_linears + 1 + core + 2 + 2 * x.rope + collectives + x.mla * (3.0 + (x.q_lora_rank > 0))
+    mlp = x.mlp_input_linears + 1 + 3 + collectives  # norm, activation, residual add
+    captured = (x.graph_attention * attention + (1 - moe) * x.graph_mlp * mlp
+                + moe * (x.graph_moe * (mlp + 8.0) + x.graph_router * 3.0))
+    dense_graph = ops.maximum(x.graph_attention, x.graph_mlp)
+    moe_graph = ops.maximum(ops.maximum(x.graph_attention, x.graph_moe), x.graph_router)
+    replays = (1 - moe) * dense_graph + moe * moe_graph
+    return ops.maximum(1 - captured / forward_kernels, 0.0), replays
 
 
 def core_sharing(x: Inputs, host, gpu):

@@ -145,6 +145,11 @@ class Inputs:
     cp_kind: Any  # CP_KIND_CODE: 0 ring, 1 all-gather, 2 ulysses
     moe_dispatcher: Any  # MOE_DISPATCHER_CODE: 0 alltoall, 1 allgather, 2 deduplicated (deepep, hybridep)
     moe_a2a_overlap: Any  # 1 when one micro-batch's forward runs beside another's backward (combined 1F1B)
+    graph_full: Any  # 1 when one CUDA graph captures every micro-batch's forward and backward
+    graph_attention: Any  # 1 when each layer's attention block is a CUDA graph (scope attn or layer)
+    graph_mlp: Any  # 1 when each dense layer's MLP block is (mlp or layer)
+    graph_moe: Any  # 1 when each MoE layer's MLP block is, dispatch and experts included (moe or layer)
+    graph_router: Any  # 1 when each MoE layer's norm and router are (moe_router)
     flash_attention: Any
     flash_attention_version: Any  # 1 or 2 (see TrainingSpec)
     attention_fwd_speed: Any  # fused kernel's forward rate relative to FlashAttention-2's (GPU.attention_kernel_speed)
@@ -674,6 +679,15 @@ def _saved_input_bytes(t, fw) -> float:
     return sixteen
 
 
+def _cuda_graph_fields(t) -> dict[str, float]:
+    """What the job's CUDA graphs capture, as flags (TrainingSpec.cuda_graph_scope)."""
+    scope = set(t.cuda_graph_scope or ())
+    whole = "layer" in scope
+    return dict(graph_full=float("full_iteration" in scope), graph_attention=float(whole or "attn" in scope),
+                graph_mlp=float(whole or "mlp" in scope), graph_moe=float(whole or "moe" in scope),
+                graph_router=float("moe_router" in scope))
+
+
 def _recompute_module_fields(t) -> dict[str, float]:
     """One flag per Megatron-Core recompute module: the job's list, else the attention core alone
     (what selective recompute redoes wherever it is not an op-level policy)."""
@@ -715,6 +729,7 @@ def _training_fields(job: Job) -> dict[str, float]:
         sequence_parallel=float(t.sequence_parallel),
         tp_comm_overlap=float(t.tp_comm_overlap), cp_kind=CP_KIND_CODE[t.cp_kind],
         moe_dispatcher=MOE_DISPATCHER_CODE[t.moe_dispatcher or "alltoall"], moe_a2a_overlap=float(t.moe_a2a_overlap),
+        **_cuda_graph_fields(t),
         **_attention_fields(job),
         fused_kernels=float(t.kernels_fused(fw.fused_kernels)), dropout=float(t.dropout),
         activation_bytes=2 if mixed else 4, weight_bytes=2 if mixed else 4,

@@ -311,6 +311,8 @@ def _data_parallel_windows_s(x: Inputs, p: ModelParameters, micro):
     that exposes more of the ring does not also shrink the window it left."""
     elapsed = micro["forward"] + micro["backward"]
     reference = x.with_values(recompute=0.0 * x.recompute, kernel_launch_us=p.kernel_launch_us)
+    if host_issue.any_graphs(x):  # the passes' kernels, however they are launched
+        reference = host_issue.ungraphed(reference)
     issue_fwd, issue_bwd = host_issue.host_issue_s(reference, p)
     free = ops.maximum(elapsed - _context_parallel_hidden_s(x, p, micro), 0.0) * p.dp_overlap_fraction
     share_fwd = issue_fwd / (issue_fwd + issue_bwd)

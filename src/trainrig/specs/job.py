@@ -32,6 +32,8 @@ Framework = Literal["custom", "megatron", "nemo", "torchtitan", "deepspeed", "hf
                     "litgpt", "unsloth", "axolotl"]
 LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down")
 # Megatron-Core's names for the submodules selective recompute can redo (TransformerConfig.recompute_modules)
+# What Megatron-Core's CUDA graphs capture (cuda_graph_scope / cuda_graph_modules)
+CudaGraphScope = Literal["layer", "attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"]
 RecomputeModule = Literal["core_attn", "mla_up_proj", "layernorm", "moe_act", "mlp", "moe", "shared_experts"]
 RECOMPUTE_MODULES = get_args(RecomputeModule)
 # Module names the common stacks use for the same linears (Hugging Face/PEFT, torchtune, LitGPT).
@@ -173,6 +175,18 @@ class TrainingSpec(FrozenSpec):
     produce them, so only what outlasts a GEMM shows (Megatron-Core `--tp-comm-overlap` with
     Transformer Engine userbuffers, NeMo `tp_comm_overlap`, torchtitan async TP). Both need
     sequence parallelism; false = every TP collective on the critical path."""
+    cuda_graph_scope: list[CudaGraphScope] | None = None
+    """What CUDA graphs capture, each graph replayed by one launch where its kernels were launched
+    one by one (Megatron-Core `cuda_graph_impl` with `cuda_graph_scope`, since v0.18
+    `cuda_graph_modules`; Megatron-Bridge's recipes): `layer` every transformer layer whole
+    (Megatron-Core's `full`, an empty module list); `attn` a layer's attention block (input norm,
+    projections, attention, residual add); `mlp` a dense layer's MLP block; `moe` an MoE layer
+    whole (drop-and-pad routing only); `moe_router` an MoE layer's norm, router and shared experts,
+    and `moe_preprocess` with it the dispatcher's metadata, the dispatch, experts and combine left
+    eager; `full_iteration` the forward and backward of every micro-batch, one graph per step. A
+    layer's graphs replay once per pass, its backward as a graph of its own. Megatron-Core's rules:
+    `full_iteration` alone, `moe` not with `moe_router`, `moe_preprocess` with `moe_router`, full
+    recompute only under `full_iteration`. Unset = none: every kernel launched from the host."""
     moe_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep"] | None = None
     """How MoE layers move tokens to their experts' ranks and back (Megatron-Core
     `moe_token_dispatcher_type`, and `moe_flex_dispatcher_backend` under `flex`): `alltoall` sends a
@@ -665,6 +679,7 @@ def _check_recompute_layers(model: ModelSpec, t: TrainingSpec) -> None:
 def _check_overlap(model: ModelSpec, t: TrainingSpec) -> None:
     """TP overlap and the CP kinds: what Megatron-Core, torchtitan and DeepSpeed accept."""
     _check_moe_a2a_overlap(model, t)
+    _check_cuda_graphs(model, t)
     if t.tp_comm_overlap and t.tp > 1 and not t.sequence_parallel:
         raise TrainrigError("training.tp_comm_overlap", "overlaps the all-gathers and reduce-scatters of sequence"
                                                         " parallelism; set sequence_parallel: true or turn it off.")
@@ -672,6 +687,25 @@ def _check_overlap(model: ModelSpec, t: TrainingSpec) -> None:
         raise TrainrigError("training.cp_kind", f"ulysses splits the {model.n_heads // t.tp} attention heads per"
                                                 f" TP rank over cp = {t.cp}, which does not divide them; use ring"
                                                 " or all-gather.")
+
+
+def _check_cuda_graphs(model: ModelSpec, t: TrainingSpec) -> None:
+    """Megatron-Core's rules for what CUDA graphs may capture (TransformerConfig.__post_init__)."""
+    scope, field = set(t.cuda_graph_scope or ()), "training.cuda_graph_scope"
+    if not scope:
+        return
+    if "full_iteration" in scope and len(scope) > 1:
+        raise TrainrigError(field, "full_iteration captures the whole step; list it alone.")
+    if {"moe", "moe_router"} <= scope:
+        raise TrainrigError(field, "moe captures the whole MoE layer, moe_router its router only: give one.")
+    if "moe_preprocess" in scope and "moe_router" not in scope:
+        raise TrainrigError(field, "moe_preprocess is captured with the router: add moe_router.")
+    if scope & {"moe", "moe_router", "moe_preprocess"} and not model.is_moe:
+        raise TrainrigError(field, "moe, moe_router and moe_preprocess capture MoE layers; this model has none.")
+    if "mlp" in scope and model.n_moe_layers == model.n_layers:
+        raise TrainrigError(field, "mlp captures dense MLP blocks; every layer of this model is MoE.")
+    if t.recompute == "full" and scope != {"full_iteration"}:
+        raise TrainrigError(field, "Megatron-Core runs full recompute only under full_iteration graphs.")
 
 
 def _check_moe_a2a_overlap(model: ModelSpec, t: TrainingSpec) -> None:
