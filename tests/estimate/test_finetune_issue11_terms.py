@@ -11,7 +11,8 @@ from jobs import make_job
 from trainrig import estimate
 from trainrig.catalog.cases import load_cases
 from trainrig.estimate.core import _layer_times_s, _qlora_dequant_s
-from trainrig.estimate.inputs import DEQUANT_BYTES_PER_WEIGHT, DEQUANT_STREAM_FRACTION, inputs_from_job
+from trainrig.estimate.inputs import inputs_from_job
+from trainrig.estimate.job_fields import DEQUANT_BYTES_PER_WEIGHT, DEQUANT_STREAM_FRACTION
 from trainrig.estimate.memory import memory_state
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
 from trainrig.units import GIB

@@ -47,7 +47,7 @@ def test_a_quantized_base_is_slower_than_a_16_bit_one():
 
 
 def test_autogptq_torch_dequantization_moves_more_bytes_than_a_fused_nf4_kernel():
-    from trainrig.estimate.inputs import DEQUANT_BYTES_PER_WEIGHT
+    from trainrig.estimate.job_fields import DEQUANT_BYTES_PER_WEIGHT
 
     nf4 = estimate(job(method="qlora", quantization="nf4"))
     gptq = estimate(job(method="qlora", quantization="gptq-int4"))

@@ -13,7 +13,8 @@ from trainrig import estimate
 from trainrig.bench.model import check_buildable
 from trainrig.errors import TrainrigError
 from trainrig.estimate.compute import linear_time_s
-from trainrig.estimate.inputs import NVFP4_CAST_BYTES, inputs_from_job
+from trainrig.estimate.inputs import inputs_from_job
+from trainrig.estimate.job_fields import NVFP4_CAST_BYTES
 from trainrig.estimate.params import DEFAULT_PARAMETERS as P
 
 LLAMA = {"n_layers": 8, "hidden": 4096, "n_heads": 32, "n_kv_heads": 8, "ffn_hidden": 14336, "vocab": 32000}

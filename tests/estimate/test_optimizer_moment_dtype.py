@@ -9,7 +9,7 @@ import pytest
 from jobs import make_job
 from trainrig import estimate
 from trainrig.errors import TrainrigError
-from trainrig.estimate.inputs import optimizer_state_bytes, optimizer_step_bytes
+from trainrig.estimate.job_fields import optimizer_state_bytes, optimizer_step_bytes
 
 
 def training(**fields):

@@ -271,7 +271,7 @@ def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
     total = x.n_layers * per_layer + eager * (dense_layers * dense_act + x.n_moe_layers * moe_act)
     total = total + x.n_moe_layers * moe_permute
     # fp8: each linear layer's input is cast before its GEMM, `fp8_cast_bytes` per element by recipe
-    # (inputs.FP8_CAST_BYTES; Micikevicius et al. 2022); the output head stays in bf16
+    # (job_fields.FP8_CAST_BYTES; Micikevicius et al. 2022); the output head stays in bf16
     linear_inputs = 2 * x.hidden + x.n_heads * x.v_head_dim + x.ffn_hidden + x.mla * (x.q_lora_rank + x.kv_lora_rank)
     fp8_casts = x.fp8 * x.fp8_cast_bytes * x.n_layers * linear_inputs / x.tp
     return e * total + fp8_casts + x.n_layers * softmax_bytes + x.n_layers * adapter_bytes_per_token(x)

@@ -447,7 +447,7 @@ def _mlp_mixed(attention, dense, moe, moe_fraction):
 
 def _qlora_dequant_s(x: Inputs):
     """A quantized base is dequantized to 16 bits before every use: `dequant_bytes_per_weight` of
-    HBM traffic per frozen weight and use, at the streaming rate (see inputs.DEQUANT_BYTES_PER_WEIGHT
+    HBM traffic per frozen weight and use, at the streaming rate (see job_fields.DEQUANT_BYTES_PER_WEIGHT
     and DEQUANT_STREAM_FRACTION). Only the layers' linears are stored quantized; the embedding, head
     and norms stay 16-bit and are never dequantized."""
     if not ops.any(x.quantized > 0):

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from trainrig.estimate.core import MEMORY_PARTS, STEP_PARTS, Outputs, evaluate
-from trainrig.estimate.inputs import Inputs, inputs_from_job, scale_up_domain
+from trainrig.estimate.inputs import Inputs, inputs_from_job
+from trainrig.estimate.job_fields import scale_up_domain
 from trainrig.estimate.memory import GIB, PEAK_PHASES
 from trainrig.estimate.params import DEFAULT_PARAMETERS, ModelParameters
 from trainrig.estimate.result import RESOURCES, Estimate
@@ -63,7 +64,7 @@ def estimate(
         hardware_tflops_per_gpu=row["hardware_tflops_per_gpu"],
         mfu=row["mfu"],
         mfu_peak=f"{job.training.precision} dense",
-        mfu_peak_tflops=float(base.mfu_peak_tflops),  # the training precision's dense peak (inputs._gpu_fields)
+        mfu_peak_tflops=float(base.mfu_peak_tflops),  # the training precision's dense peak (job_fields.gpu_fields)
         bottleneck=bottleneck,
         bottleneck_message=message,
         speedup_if_2x=speedups,

@@ -12,7 +12,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from trainrig.estimate import module_recompute, ops
-from trainrig.estimate.inputs import METHOD_CODE, Inputs, attended_keys, mla_kv_up_width, model_fields
+from trainrig.estimate.inputs import Inputs, attended_keys, mla_kv_up_width
+from trainrig.estimate.job_fields import METHOD_CODE, model_fields
 from trainrig.specs import ModelSpec
 
 __all__ = [

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from trainrig.estimate.inputs import RECOMPUTE_CODE
+from trainrig.estimate.job_fields import RECOMPUTE_CODE
 from trainrig.specs import ModelSpec
 
 __all__ = ["SearchSpace", "Layouts", "ModelShape", "enumerate_layouts", "RECOMPUTE_NAMES"]
