@@ -213,6 +213,7 @@ def _config(job: Job, n_params: int) -> dict[str, Any]:
         "precision": t.precision, "method": t.method, "framework": t.framework,
         "master_weights": t.master_weights, "quantization": t.base_quantization, "optimizer": t.optimizer,
         "optimizer_moment_dtype": t.optimizer_moment_dtype,
+        "grad_reduce_dtype": t.grad_reduce_dtype,
         "moe_dispatcher": t.moe_dispatcher or "alltoall", "moe_a2a_overlap": t.moe_a2a_overlap,
         "cuda_graph_scope": t.cuda_graph_scope,
         "loss": t.loss, "packing": t.packing,
@@ -298,7 +299,9 @@ def _assumptions(job: Job) -> list[str]:
     if "framework" not in given:
         said.append("no framework-specific behaviour (framework: custom)")
     if t.method == "full" and t.precision != "fp32" and "master_weights" not in given:
-        said.append("mixed precision with fp32 master weights and gradients")
+        grads = "gradients" if t.grad_reduce_dtype in (None, "fp32") else f"{t.grad_reduce_dtype} gradients"
+        said.append(f"mixed precision with fp32 master weights and {grads}" if grads == "gradients"
+                    else f"mixed precision with fp32 master weights, {grads} (grad_reduce_dtype)")
     if t.optimizer_in_backward is False and t.optimizer in ("adamw", "adam8bit", "sgd"):
         said.append("a fused or per-tensor optimizer step (no temporaries beyond the states)")
     framework = job.framework

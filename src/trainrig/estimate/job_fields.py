@@ -157,6 +157,15 @@ def _embedding_state_bytes(t) -> float:
     return OPTIMIZER_MOMENTS[t.optimizer] * element
 
 
+def _grad_bytes(t, mixed: bool) -> float:
+    """Bytes of one accumulated gradient: `grad_reduce_dtype` where given, else 4 under mixed
+    precision (Megatron's main_grad, PyTorch AMP, FSDP's reduce_dtype) and fp32 training, 2 when a
+    pure 16-bit run keeps them in its own precision."""
+    if t.grad_reduce_dtype is not None:
+        return 4.0 if t.grad_reduce_dtype == "fp32" else 2.0
+    return 4.0 if (t.master_weights or not mixed) else 2.0
+
+
 def optimizer_step_bytes(t) -> float:
     """Bytes the optimizer step moves per trainable parameter. Mixed precision: the table above.
     Pure low precision: read the gradient, the states and the weight, write the states and the
@@ -164,7 +173,9 @@ def optimizer_step_bytes(t) -> float:
     if t.master_weights or t.precision == "fp32":
         # the table's moments are fp32, each read and written once per step
         narrower = OPTIMIZER_MOMENTS[t.optimizer] * 2 * (4.0 - _moment_bytes(t))
-        return float(OPTIMIZER_STEP_BYTES[t.optimizer]) - narrower
+        # the table reads an fp32 gradient; 16-bit ones (grad_reduce_dtype) are read at their width
+        grads = 2.0 if t.grad_reduce_dtype in ("bf16", "fp16") else 0.0
+        return float(OPTIMIZER_STEP_BYTES[t.optimizer]) - narrower - grads
     element = 2.0
     return element + 2 * optimizer_state_bytes(t) + 2 * element
 
@@ -262,7 +273,7 @@ def training_fields(job: Job) -> dict[str, float]:
         # gradients are accumulated and reduced in fp32 by default (Megatron's main_grad, PyTorch
         # AMP, FSDP reduce_dtype): 4 bytes; MODELING.md's 18 B/param for Megatron. Pure
         # low-precision training keeps them in the training precision.
-        grad_bytes=4 if (t.master_weights or not mixed) else 2,
+        grad_bytes=_grad_bytes(t, mixed),
         optimizer_bytes=optimizer_state_bytes(t),
         optimizer_rw_bytes=optimizer_step_bytes(t),
         fp8=float(t.precision in LOW_PRECISION_LINEARS), method=METHOD_CODE[t.method], lora_rank=t.lora_rank,

@@ -250,6 +250,14 @@ class TrainingSpec(FrozenSpec):
     `exp_avg_sq_dtype`, stepped by Transformer Engine's FusedAdam), which Megatron-Bridge's
     DeepSeek and Moonlight recipes run in bf16. Unset = fp32 under mixed precision, the training
     precision when training is pure. bitsandbytes' optimizers keep their own (an error with one)."""
+    grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] | None = None
+    """Element type of the gradients a mixed-precision run accumulates over its micro-batches and
+    reduces across data-parallel ranks: Megatron-Core DDP's `grad_reduce_in_fp32` (false = the
+    parameters' 16 bits; Megatron-Bridge's `bf16_mixed` sets it true and its Llama 3 performance
+    recipes false again), PyTorch FSDP2's `MixedPrecisionPolicy.reduce_dtype`. 16 bits halve the
+    gradient buffer and the data-parallel reduction's bytes, and the optimizer step reads 2 bytes of
+    gradient per parameter instead of 4. Unset = fp32 under mixed precision, the training precision
+    when training is pure; a 16-bit type must be the training precision's (bf16 for fp8 and fp4)."""
     optimizer_in_backward: bool = False
     """Each parameter is stepped as soon as its gradient is ready and the gradient is freed
     (torchtune `optimizer_in_bwd`), so the whole gradient set never exists at once."""
@@ -587,6 +595,7 @@ def _check_finetuning(t: TrainingSpec) -> None:
                                                      "int8 or gptq-int4, or method: lora.")
     if t.train_embeddings and t.method == "full":
         raise TrainrigError("training.train_embeddings", "applies to lora/qlora; a full fine-tune trains them anyway.")
+    _check_grad_reduce_dtype(t)
     if t.optimizer_moment_dtype is not None and t.optimizer not in ("adamw", "sgd", "adafactor"):
         raise TrainrigError("training.optimizer_moment_dtype", f"{t.optimizer} keeps its states in its own format;"
                                                                " use optimizer: adamw (or leave the field unset).")
@@ -687,6 +696,18 @@ def _check_overlap(model: ModelSpec, t: TrainingSpec) -> None:
         raise TrainrigError("training.cp_kind", f"ulysses splits the {model.n_heads // t.tp} attention heads per"
                                                 f" TP rank over cp = {t.cp}, which does not divide them; use ring"
                                                 " or all-gather.")
+
+
+def _check_grad_reduce_dtype(t: TrainingSpec) -> None:
+    """16-bit gradients come in the parameters' 16 bits: the training precision's (bf16 beside fp8)."""
+    wanted = t.grad_reduce_dtype
+    if wanted in (None, "fp32"):
+        return
+    sixteen = "fp16" if t.precision == "fp16" else "bf16"
+    if t.precision == "fp32" or wanted != sixteen:
+        have = "fp32 training keeps fp32 parameters" if t.precision == "fp32" else f"{t.precision} training's 16-bit" \
+            f" parameters are {sixteen}"
+        raise TrainrigError("training.grad_reduce_dtype", f"{wanted} gradients need {wanted} parameters; {have}.")
 
 
 def _check_cuda_graphs(model: ModelSpec, t: TrainingSpec) -> None:
