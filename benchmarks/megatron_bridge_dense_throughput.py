@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from megatron_bridge_moe_throughput import system_hardware  # this directory, on the path when run as a script
 from trainrig import estimate, load_job
 from trainrig.estimate import core
 from trainrig.estimate.inputs import inputs_from_job
@@ -57,12 +58,7 @@ H100-SXM5-80GB LLAMA3.1_405B 1024 FP8-CS 512 1 8192 0 8 8 2 8 292
 
 
 def row_job(system, model, n_gpus, precision, gbs, mbs, seq, fsdp, tp, pp, cp, vp, recipes=False):
-    gpus_per_node = 4 if system.startswith("GB") else 8  # NVL72 trays of 4, DGX nodes of 8
-    network = {"bandwidth_gbps": 800, "ports_per_node": 4} if system == "GB300" else {
-        "bandwidth_gbps": 400, "ports_per_node": gpus_per_node}
-    hardware = {"gpu": system, "n_gpus": n_gpus, "gpus_per_node": gpus_per_node}
-    if n_gpus > gpus_per_node:
-        hardware["inter_node"] = network
+    hardware = system_hardware(system, n_gpus)
     training = {"framework": "nemo", "precision": "fp8", "fp8_recipe": PRECISION[precision], "global_batch": gbs,
                 "micro_batch": mbs, "seq_len": seq, "tp": tp, "pp": pp, "cp": cp, "vpp": vp,
                 "sequence_parallel": tp > 1}

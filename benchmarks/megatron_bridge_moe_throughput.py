@@ -60,14 +60,20 @@ H100-SXM5-80GB Qwen3_30B_a3B 16 FP8-CS 512 2 4096 1 2 1 24 8 5275
 """
 
 
-def row_job(system, model, n_gpus, precision, gbs, mbs, seq, tp, pp, cp, vp, ep, recompute_modules=None,
-            bf16_moments=False, graph_scope=None):
+def system_hardware(system, n_gpus):
+    """The job's hardware section for one of the tables' DGX systems."""
     gpus_per_node = 4 if system.startswith("GB") else 8  # NVL72 trays of 4, DGX nodes of 8
     network = {"bandwidth_gbps": 800, "ports_per_node": 4} if system == "GB300" else {
         "bandwidth_gbps": 400, "ports_per_node": gpus_per_node}
     hardware = {"gpu": system, "n_gpus": n_gpus, "gpus_per_node": gpus_per_node}
     if n_gpus > gpus_per_node:
         hardware["inter_node"] = network
+    return hardware
+
+
+def row_job(system, model, n_gpus, precision, gbs, mbs, seq, tp, pp, cp, vp, ep, recompute_modules=None,
+            bf16_moments=False, graph_scope=None):
+    hardware = system_hardware(system, n_gpus)
     kind, recipe = PRECISION[precision]
     training = {"framework": "nemo", "precision": kind, "global_batch": gbs, "micro_batch": mbs, "seq_len": seq,
                 "tp": tp, "pp": pp, "cp": cp, "vpp": vp, "ep": ep, "sequence_parallel": tp > 1}
