@@ -19,9 +19,9 @@ read at a later commit than the table, so a row's recipe may have changed since)
 `set_llama3_common_configs` turns `grad_reduce_in_fp32` off (bf16 gradients:
 `grad_reduce_dtype: bf16`); the 70B and 8B configs run Transformer Engine's TP overlap whenever
 tp > 1 (`tp_comm_overlap`); the 8B presets on GB300, GB200 and B200 capture the whole iteration in
-a CUDA graph (`cuda_graph_scope: [full_iteration]`). Not expressible and left out: the 70B
-Megatron-FSDP presets' `cpu_offloading_num_layers` (20–40 layers' activations offloaded to the host),
-so those rows' memory is over capacity here.
+a CUDA graph (`cuda_graph_scope: [full_iteration]`); the 70B Megatron-FSDP presets in fp8 (V2, GBS
+256) offload 20 (GB300) and 40 (GB200) layers' activations to the host (`cpu_offloading_num_layers`:
+`activation_offload_layers`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from trainrig.estimate.params import DEFAULT_PARAMETERS
 
 MODELS = {"LLAMA3_8B": "llama3-8b", "LLAMA3_70B": "llama3-70b", "LLAMA3.1_405B": "llama3.1-405b"}
 PRECISION = {"FP8-CS": "tensorwise", "FP8-MX": "mxfp8"}
+# llama3_workload_base_configs.py, LLAMA3_70B_PRETRAIN_CONFIG_{GB300,GB200}_FP8_CS_V2: cpu_offloading_num_layers
+OFFLOADED_LAYERS = {"GB300": 20, "GB200": 40}
 # system, model, GPUs, precision, GBS, MBS, seq, FSDP, TP, PP, CP, VP, tokens/s per GPU
 ROWS = """
 GB300 LLAMA3_8B 8 FP8-CS 128 2 8192 0 1 1 1 1 37556
@@ -69,6 +71,8 @@ def row_job(system, model, n_gpus, precision, gbs, mbs, seq, fsdp, tp, pp, cp, v
         training["tp_comm_overlap"] = tp > 1
         if model == "LLAMA3_8B" and not system.startswith("H100"):
             training["cuda_graph_scope"] = ["full_iteration"]
+        if model == "LLAMA3_70B" and system in OFFLOADED_LAYERS:
+            training["activation_offload_layers"] = OFFLOADED_LAYERS[system]
     return load_job({"model": MODELS[model], "hardware": hardware, "training": training})
 
 

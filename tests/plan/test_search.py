@@ -89,3 +89,26 @@ def test_cost_is_null_exactly_when_no_price_is_known(price):
     else:
         expected = c.gpu_hours[from_offer] * price
         assert np.allclose(c.cost_usd[from_offer], expected, rtol=1e-12)
+
+
+def test_a_jobs_pairing_and_graphs_ride_along_where_the_layout_allows_them():
+    # moe_a2a_overlap and per-layer CUDA graphs from the job: each row runs them where Megatron-Core
+    # would (ep > 1, no full recompute, interleaved when pipelined) and its job file says so
+    training = {"framework": "megatron", "moe_a2a_overlap": True, "cuda_graph_scope": ["attn", "moe_router"]}
+    planner = Planner.create(MOE_MODEL, tokens=1e9, seq_len=4096, global_batch=64, gpu_types=["H100-SXM5-80GB"],
+                             max_gpus=16, training=training)
+    c = planner.run().fitting
+    rng = np.random.default_rng(5)
+    paired = unpaired = 0
+    for i in rng.choice(len(c), 80, replace=False):
+        option = planner.options[int(c.option[i])]
+        layout = c.layouts.training_fields(int(i))
+        mapping = job_mapping(planner.request, option, int(c.n_gpus[i]), layout)
+        allowed = (layout["ep"] > 1 and layout["recompute"] != "full"
+                   and (layout.get("pp", 1) == 1 or layout.get("vpp", 1) > 1))
+        assert mapping["training"]["moe_a2a_overlap"] is allowed
+        assert (mapping["training"]["cuda_graph_scope"] is None) is (layout["recompute"] == "full")
+        paired, unpaired = paired + allowed, unpaired + (not allowed)
+        est = estimate(load_job(mapping), planner.params, advise_fit=False)
+        assert _rel(est.step_time_s, c.step_time_s[i]) <= REL
+    assert paired and unpaired

@@ -193,7 +193,7 @@ GEMM_IGNORES = frozenset({
     "pp", "dp", "vpp", "pp_embedding_slot", "pp_loss_slot", "global_batch", "zero", "recompute",
     "sequence_parallel", "tp_comm_overlap", "cp_kind", "gpus_per_node", "n_nodes", "fabric_gpus", "n_fabrics",
     "recompute_num_layers", "moe_dispatcher", "moe_a2a_overlap", "graph_full", "graph_attention",
-    "graph_mlp", "graph_moe", "graph_router",
+    "graph_mlp", "graph_moe", "graph_router", "activation_offload_layers",
     "memory_gib", "mfu_peak_tflops", "kernel_launch_us", "intra_bandwidth_gbs", "intra_latency_us",
     "scale_up_domain", "pcie_peer_gbs", "inter_node_bandwidth_gbs", "inter_latency_us", "pcie_bandwidth_gbs",
     "pcie_latency_us", "cpu_cores_per_node", "host_memory_bandwidth_gbs", "storage_read_gbs", "storage_write_gbs",

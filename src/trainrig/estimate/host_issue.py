@@ -72,6 +72,9 @@ def _layer_graphs(x: Inputs, forward_kernels):
     dense_graph = ops.maximum(x.graph_attention, x.graph_mlp)
     moe_graph = ops.maximum(ops.maximum(x.graph_attention, x.graph_moe), x.graph_router)
     replays = (1 - moe) * dense_graph + moe * moe_graph
+    # Megatron-Core captures per-layer graphs only without full recompute (a planner's rows may try
+    # it; a job file that asks for both is refused, specs/job.py)
+    captured, replays = (ops.where(x.recompute == 2, 0.0, v) for v in (captured, replays))
     return ops.maximum(1 - captured / forward_kernels, 0.0), replays
 
 

@@ -67,7 +67,7 @@ def offload_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     params_s = 2 * (dense + experts) * x.weight_bytes / shard / (link_gbs * 1e9)  # this GPU's shard, twice
     params_s = ops.where(x.parameters_offloaded, params_s, 0.0)
     saved, _ = activation_bytes_per_layer(x)
-    out_and_back = 2 * saved * in_flight_layers(x)
+    out_and_back = 2 * saved * in_flight_layers(x) * x.offloaded_layer_share
     activations_s = ops.where(x.activation_offload > 0, out_and_back / (x.pcie_bandwidth_gbs * 1e9), 0.0)
     window = micro["forward"] + micro["backward"]
     return x.micro_batches * ops.maximum(params_s + activations_s - window, 0.0)
@@ -151,7 +151,7 @@ def host_ram_gb(x: Inputs, p: ModelParameters):
     activations = 0.0
     if ops.any(x.activation_offload > 0):
         saved, _ = activation_bytes_per_layer(x)
-        activations = ops.where(x.activation_offload > 0, saved * in_flight_layers(x), 0.0)
+        activations = ops.where(x.activation_offload > 0, saved * in_flight_layers(x) * x.offloaded_layer_share, 0.0)
     offloaded = (ops.where(x.offload_nvme > 0, 0.1, 1.0) * (states + weights) + activations) * x.gpus_per_node / 1e9
     # a LoRA checkpoint holds the adapters only; the frozen base is read from the hub's files
     saved_params = ops.where(x.method == 0, x.params_total, trainable * x.pp * x.tp)

@@ -132,6 +132,7 @@ class Inputs:
     loss_kind: Any  # 0 full, 1 chunked, 2 fused linear + cross-entropy, 3 fused kernel over the logits
     loss_upcast: Any  # 1 = the full loss's log-softmax and gradients in fp32; 0 = in the training precision
     activation_offload: Any
+    activation_offload_layers: Any  # of a stage's layers, how many offload (inf = all)
     offload: Any  # 0 none, 1 optimizer, 2 parameters, 3 all
     offload_nvme: Any
     real_seq_len: Any  # real tokens per sample (packing, or mean_seq_len)
@@ -297,6 +298,13 @@ class Inputs:
     def params_head(self):
         """Output-head parameters held apart from the embedding: none when tied on one stage."""
         return ops.where((self.tied_embeddings > 0) & (self.pp == 1), 0.0, self.vocab * self.hidden)
+
+    @property
+    def offloaded_layer_share(self):
+        """Share of a stage's layers whose saved activations go to the host: 0 without activation
+        offload, else activation_offload_layers over the stage's layers (all of them when unset)."""
+        share = ops.minimum(self.activation_offload_layers / ops.maximum(self.layers_per_stage, 1.0), 1.0)
+        return ops.where(self.activation_offload > 0, share, 0.0)
 
     @property
     def optimizer_offloaded(self):

@@ -307,6 +307,14 @@ def op_level_recompute(x: Inputs, recompute=None):
     return (recompute == 1) & (x.flash_attention > 0) & (x.selective_recompute_ops > 0)
 
 
+def _kept_layers(x: Inputs, layers):
+    """Layers' worth of saved activations on the GPU when `layers` of them are in flight under
+    activation offload: those that do not offload, and at most 2 of those that do (one going out,
+    one coming back)."""
+    offloaded = layers * x.offloaded_layer_share
+    return (layers - offloaded) + ops.minimum(offloaded, 2.0)
+
+
 def in_flight_layers(x: Inputs):
     """Layers' worth of activations the busiest pipeline stage holds at its peak: the first (1F1B
     keeps min(pp, m) micro-batches in flight on it), or the second where an embedding slot took one
@@ -445,12 +453,14 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
                    / ops.maximum(x.layers_per_stage, 1.0))
     saved = saved + (1 - x.full_recompute_share) * dequantized
     in_flight = in_flight_layers(x)
-    # offloaded activations: only the layers being moved stay on the GPU (one each way)
-    stage_saved = ops.where(x.activation_offload > 0, ops.minimum(in_flight, 2.0) * saved, saved * in_flight)
+    # offloaded activations: of the layers that offload, only those being moved stay on the GPU (one
+    # each way); the others keep theirs (Megatron-Core's cpu_offloading_num_layers)
+    stage_saved = ops.where(x.activation_offload > 0, _kept_layers(x, in_flight) * saved, saved * in_flight)
     # the last stage: its layers' and the MTP modules' saved sets, and each loss's logits
     heads = logits_bytes(x, p) * (1 + x.mtp_layers)
     mtp_saved = saved * x.mtp_layers
-    last_stage = saved * ops.where(x.activation_offload > 0, 2.0, x.end_stage_layers) + mtp_saved + heads
+    last_stage = saved * ops.where(x.activation_offload > 0, _kept_layers(x, x.end_stage_layers), x.end_stage_layers)
+    last_stage = last_stage + mtp_saved + heads
     activations_forward = ops.where(x.pp > 1, ops.maximum(stage_saved, last_stage), stage_saved + mtp_saved + heads)
     # end of backward: the layer being backpropagated, whole under any policy: full recompute
     # rebuilds all of it, selective rebuilds the tensors it dropped beside the kept ones for that

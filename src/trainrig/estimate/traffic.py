@@ -215,7 +215,10 @@ def expert_parallel_s(x: Inputs, p: ModelParameters, tokens, gemm):
         return exposed, exposed
     share = _paired_share(x)
     paired = x.moe_layers_per_stage * (share * _paired_exposed_s(x, p, one, gemm) + (1 - share) * count * one)
-    return ops.where((x.moe_a2a_overlap > 0) & (x.ep > 1), paired, exposed), exposed
+    # only where Megatron-Core pairs them: ep > 1, no full recompute, interleaved when pipelined
+    # (a planner's rows may not; a job file that asks otherwise is refused, specs/job.py)
+    pairs = (x.moe_a2a_overlap > 0) & (x.ep > 1) & (x.recompute != 2) & ((x.pp == 1) | (x.vpp > 1))
+    return ops.where(pairs, paired, exposed), exposed
 
 
 def _paired_share(x: Inputs):

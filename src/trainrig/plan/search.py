@@ -82,9 +82,23 @@ def job_mapping(request: PlanRequest, option: HardwareOption, n_gpus: int,
     training = {**request.training, "seq_len": request.seq_len, "precision": request.precision,
                 "method": request.method, "tokens": request.tokens}
     training.update(layout or {"global_batch": n_gpus, "micro_batch": 1})
+    _drop_inapplicable(training)
     model = request.model.model_dump(mode="json", exclude_defaults=True)
     model.setdefault("name", request.model.name)
     return {"model": model, "hardware": option.hardware_mapping(n_gpus), "training": training}
+
+
+def _drop_inapplicable(training: dict[str, Any]) -> None:
+    """Turn off the job's settings that Megatron-Core refuses on this layout, as the model core does
+    for the search's rows (traffic.expert_parallel_s, host_issue._layer_graphs): micro-batch pairing
+    without experts spread over ranks, under full recompute, or with pp > 1 and no interleaving;
+    per-layer CUDA graphs under full recompute."""
+    full = training.get("recompute") == "full"
+    unpaired = training.get("ep", 1) == 1 or full or (training.get("pp", 1) > 1 and training.get("vpp", 1) == 1)
+    if training.get("moe_a2a_overlap") and unpaired:
+        training["moe_a2a_overlap"] = False
+    if training.get("cuda_graph_scope") and full and training["cuda_graph_scope"] != ["full_iteration"]:
+        training["cuda_graph_scope"] = None
 
 
 def count_configurations(request: PlanRequest, options: list[HardwareOption]) -> int:
@@ -140,7 +154,10 @@ def _groups(request: PlanRequest, option: HardwareOption, params: ModelParameter
                                     request.global_batches, request.space)
         if len(layouts):
             job = _representative_job(request, option, n_gpus, catalog_dirs)
-            groups.append((n_gpus, inputs_from_job(job, params), layouts))
+            x = inputs_from_job(job, params)
+            # the representative layout (ep 1) cannot pair micro-batches; the rows that can keep the job's flag
+            x = x.with_values(moe_a2a_overlap=float(bool(request.training.get("moe_a2a_overlap"))))
+            groups.append((n_gpus, x, layouts))
     return groups
 
 
