@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--plain", action="store_true", help="alltoall and no pairing on every row")
     args = parser.parse_args()
     errors = []
-    print(f"{'dispatcher':<11}{'layout':<24}{'recompute':<11}{'1f1b':<6}{'measured':>9}{'estimate':>10}{'error':>8}"
+    print(f"{'dispatcher':<11}{'layout':<28}{'recompute':<11}{'1f1b':<6}{'measured':>9}{'estimate':>10}{'error':>8}"
           f"{'ep_comm':>9}{'GiB':>7}")
     for dispatcher, tp, ep, pp, vpp, fsdp, mbs, recompute, overlap, measured in ROWS:
         job = row_job(dispatcher, tp, ep, pp, vpp, fsdp, mbs, recompute, overlap, plain=args.plain)
@@ -70,7 +70,7 @@ def main() -> None:
         error = result.step_time_s / measured - 1
         errors.append(abs(error))
         layout = f"tp{tp} ep{ep} pp{pp} vpp{vpp} mbs{mbs}" + (" fsdp" if fsdp else "")
-        print(f"{dispatcher:<11}{layout:<24}{recompute:<11}{'yes' if overlap else '':<6}{measured:>9.1f}"
+        print(f"{dispatcher:<11}{layout:<28}{recompute:<11}{'yes' if overlap else '':<6}{measured:>9.1f}"
               f"{result.step_time_s:>10.2f}{error:>+8.1%}{result.step_breakdown_s['ep_comm']:>9.2f}"
               f"{result.memory_per_gpu_gib:>7.1f}" + ("" if result.fits else " (does not fit)"))
     print(f"step time: mean absolute error {statistics.mean(errors):.1%} over {len(errors)} rows;"
