@@ -70,3 +70,18 @@ def test_a_launch_bound_job_slows_once_its_processes_outnumber_the_cores():
     overhead = {cores: _launch_bound(cores).step_breakdown_s["launch_overhead"] for cores in (None, 16, 8, 4, 2)}
     assert overhead[None] == overhead[16] == overhead[8]  # a core per process: issue runs at full speed
     assert overhead[8] < overhead[4] < overhead[2]
+
+
+def test_shared_cores_stretch_the_passes_but_the_windows_still_cover_them():
+    # the data-parallel windows split the micro-batch's elapsed compute between its passes: with
+    # processes sharing cores the launch overhead grows, and the windows grow with it
+    from trainrig.estimate.core import _micro_batch
+    from trainrig.estimate.inputs import inputs_from_job
+    from trainrig.estimate.params import DEFAULT_PARAMETERS
+
+    job = make_job(model="gpt3-125m", hardware={"gpu": "H100-SXM5-80GB", "n_gpus": 8, "cpu_cores_per_node": 2},
+                   training={"seq_len": 1024, "global_batch": 64, "micro_batch": 8})
+    micro = _micro_batch(inputs_from_job(job, DEFAULT_PARAMETERS), DEFAULT_PARAMETERS)
+    assert float(micro["launch_overhead"]) > 0
+    elapsed = micro["compute"] + micro["launch_overhead"]
+    assert float(micro["forward"] + micro["backward"]) == pytest.approx(float(elapsed))

@@ -164,10 +164,10 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     launch_overhead = ops.maximum(host_issue.overlapped_s(host, gpu, p.host_gpu_overlap_exponent) - gpu, 0.0)
     elapsed = compute + launch_overhead
     # the passes' kernels as launched one by one, which CUDA graphs replay in fewer launches
-    issued_fwd, issued_bwd, issued = host_fwd, host_bwd, host
+    issued_fwd, issued_bwd = host_fwd, host_bwd
     if host_issue.any_graphs(x):
         issued_fwd, issued_bwd = host_issue.host_issue_s(host_issue.ungraphed(x), p)
-        issued = (issued_fwd + issued_bwd) * sharing
+    issued = issued_fwd + issued_bwd
     return {
         "compute": compute,
         "weight_grad": arithmetic["weight_grad"],
