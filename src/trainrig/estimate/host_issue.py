@@ -63,12 +63,12 @@ def _layer_graphs(x: Inputs, forward_kernels):
     the forward and once, as its own graph, in the backward; the backward's captured share is taken
     as the forward's."""
     moe = x.n_moe_layers / x.n_layers
-    collectives = ops.where(x.tp > 1, 1 + x.sequence_parallel_active, 0.0)  # half the layer's
-    core = ops.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout + 4.0 * eager_softmax(x))
-    attention = x.qkv_linears + 1 + core + 2 + 2 * x.rope + collectives + x.mla * (3.0 + (x.q_lora_rank > 0))
+    collectives = _tp_collective_kernels(x) / 2  # the attention block's half, and the MLP block's
+    attention = (x.qkv_linears + 1 + _attention_core_kernels(x) + 2 + 2 * x.rope + collectives
+                 + _mla_kernels(x))
     mlp = x.mlp_input_linears + 1 + 3 + collectives  # norm, activation, residual add
     captured = (x.graph_attention * attention + (1 - moe) * x.graph_mlp * mlp
-                + moe * (x.graph_moe * (mlp + 8.0) + x.graph_router * 3.0))
+                + moe * (x.graph_moe * (mlp + MOE_KERNELS) + x.graph_router * 3.0))
     dense_graph = ops.maximum(x.graph_attention, x.graph_mlp)
     moe_graph = ops.maximum(ops.maximum(x.graph_attention, x.graph_moe), x.graph_router)
     replays = (1 - moe) * dense_graph + moe * moe_graph
@@ -131,9 +131,9 @@ def _kernels_per_layer(x: Inputs, p: ModelParameters):
     base; the attention GEMMs have 2 gradient GEMMs each). Each costs `kernel_launch_us` of host
     time; the extra small ops of eager code and of adapters are counted apart (`_small_ops_per_layer`).
     """
-    attention = ops.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout + 4.0 * eager_softmax(x))
-    tp_collectives = ops.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel_active), 0.0)
-    moe = 8.0 * x.n_moe_layers / x.n_layers  # router GEMM, top-k, permute, unpermute, grouped GEMMs
+    attention = _attention_core_kernels(x)
+    tp_collectives = _tp_collective_kernels(x)
+    moe = MOE_KERNELS * x.n_moe_layers / x.n_layers
     elementwise = _elementwise_kernels(x)
     linears = x.linears_per_layer
     forward = linears + attention + elementwise + tp_collectives + moe
@@ -156,7 +156,28 @@ def _elementwise_kernels(x: Inputs):
     base = 2 + 2 * x.rope + 2 + 1
     if not ops.any(x.mla > 0):
         return base
-    return base + x.mla * (3.0 + (x.q_lora_rank > 0))
+    return base + _mla_kernels(x)
+
+
+# an MoE layer's own kernels: router GEMM, top-k, permute, unpermute, grouped GEMMs
+MOE_KERNELS = 8.0
+
+
+def _attention_core_kernels(x: Inputs):
+    """The attention core's forward kernels: 1 fused; unfused, 2 batched GEMMs, softmax, dropout,
+    and an eager softmax's 4 more (upcast, scale, mask, downcast)."""
+    return ops.where(x.flash_attention > 0, 1.0, 3.0 + x.dropout + 4.0 * eager_softmax(x))
+
+
+def _tp_collective_kernels(x: Inputs):
+    """A layer's forward TP collectives: 2 all-reduces, or 4 with sequence parallelism."""
+    return ops.where(x.tp > 1, 2.0 * (1 + x.sequence_parallel_active), 0.0)
+
+
+def _mla_kernels(x: Inputs):
+    """MLA's extra elementwise kernels: its latent norms (1, or 2 with a query latent) and the 2
+    concatenations that assemble q and k; 0 without MLA."""
+    return x.mla * (3.0 + (x.q_lora_rank > 0))
 
 
 def _small_ops_per_layer(x: Inputs, p: ModelParameters):

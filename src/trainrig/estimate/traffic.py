@@ -120,7 +120,7 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
         return piece + (splits - 1) * ops.maximum(piece - slowed / splits, 0.0) + (slowed - gemm_s)
 
     def bulk(gemm_s):
-        return ops.maximum(gather - gemm_s, 0.0) + sm_share * ops.minimum(gather, gemm_s)
+        return _beside_s(gather, gemm_s, sm_share)
 
     after_down = pipelined(mlp_fwd * (1 - fc1_share))  # the reduce-scatter after FC2
     forward = (ring(attention_fwd * qkv_share) + pipelined(attention_fwd * (1 - qkv_share))
@@ -244,11 +244,15 @@ def _paired_exposed_s(x: Inputs, p: ModelParameters, one, gemm):
     attention_bwd = gemm["attention"][1] + gemm["attention_core"][1]
     experts = gemm["moe_mlp"][0] + gemm["moe_mlp"][1]
     sm_share = ops.minimum(p.ep_overlap_comm_sms / x.compute_units, 0.5)
+    return (_beside_s(one, attention_fwd, sm_share) + _beside_s(2 * one, experts, sm_share)
+            + _beside_s(one, attention_bwd, sm_share))
 
-    def beside(comm_s, compute_s):
-        return ops.maximum(comm_s - compute_s, 0.0) + sm_share * ops.minimum(comm_s, compute_s)
 
-    return beside(one, attention_fwd) + beside(2 * one, experts) + beside(one, attention_bwd)
+def _beside_s(comm_s, compute_s, sm_share):
+    """What a collective adds to the critical path when it runs beside independent compute: the part
+    that outlasts the compute, and the compute's slowdown by the SMs (`sm_share`) the collective's
+    kernels take while both run."""
+    return ops.maximum(comm_s - compute_s, 0.0) + sm_share * ops.minimum(comm_s, compute_s)
 
 
 def _dispatch_s(x: Inputs, group, tokens):
