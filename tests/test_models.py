@@ -586,6 +586,8 @@ def test_every_supported_family_loads(tmp_path):
         "qk_nope_head_dim": 16,
         "qk_rope_head_dim": 8,
         "v_head_dim": 16,
+        "hybrid_override_pattern": "M*",  # nemotron_h: a Mamba-2 layer and an attention layer
+        "n_groups": 1,
     }
     for model_type in SUPPORTED_MODEL_TYPES:
         file = tmp_path / f"{model_type}.json"
@@ -681,3 +683,22 @@ def test_other_configs_are_refused(tmp_path, content, words):
     file = tmp_path / "config.json"
     file.write_text(json.dumps(content))
     assert words in str(_error(file))
+
+
+def test_a_nemotron_h_config_reads_as_its_hybrid_pattern(tmp_path):
+    # a config shaped like Nemotron-H 8B (hidden 4096, 128 Mamba-2 heads of 64, 8 groups of state 128,
+    # 24 Mamba-2, 4 attention and 24 squared-ReLU MLP layers): its parameters counted by hand below
+    pattern = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
+    config = {"model_type": "nemotron_h", "num_hidden_layers": 52, "hidden_size": 4096, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 21504, "vocab_size": 131072,
+              "hybrid_override_pattern": pattern, "mamba_num_heads": 128, "mamba_head_dim": 64,
+              "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4, "chunk_size": 128}
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps(config))
+    spec = model_from_hf_config(file)
+    assert (spec.n_mamba_layers, spec.n_attention_layers, spec.n_dense_mlp_layers) == (24, 4, 24)
+    mixer = 4096 * (2 * 8192 + 2 * 8 * 128 + 128) + 8192 * 4096 + (8192 + 2048) * 5 + 3 * 128 + 8192
+    attention = 4096 * 4096 * 2 + 2 * 4096 * 1024
+    mlp = 2 * 4096 * 21504
+    norms = 52 * 4096 + 4096
+    assert spec.n_params == 24 * mixer + 4 * attention + 24 * mlp + norms + 2 * 131072 * 4096

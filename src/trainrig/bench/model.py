@@ -49,6 +49,8 @@ def has_bitsandbytes() -> bool:
 
 def check_buildable(spec: ModelSpec, training: TrainingSpec) -> None:
     """Raise one sentence for what the bench cannot build or run yet."""
+    if spec.is_hybrid:
+        raise TrainrigError("model.layer_pattern", "hybrid models (Mamba-2 layers) are not available in bench yet.")
     if spec.position_embedding == "alibi":
         raise TrainrigError("model.position_embedding", "ALiBi attention is not available in bench yet.")
     if spec.sliding_window is not None and spec.sliding_window < training.seq_len and spec.windowed_layer_share > 0:

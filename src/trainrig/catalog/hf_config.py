@@ -9,6 +9,7 @@ Exact
     against published counts (Llama 3 8B, Mistral 7B, Mixtral 8x7B, Qwen2.5 7B, Gemma 7B, Phi-3
     mini, GPT-2, Pythia 160M, OPT 125M); falcon is exact by construction, not checked.
     deepseek_v2 (multi-head latent attention, DeepSeekMoE), checked against DeepSeek-V2-Lite.
+    nemotron_h (hybrid Mamba-2 / attention / MLP / MoE layers), checked against Nemotron-H 8B.
 
 Counted as the main model only
     deepseek_v3 with `num_nextn_predict_layers` (V3's one multi-token-prediction module, 11.5B
@@ -333,6 +334,7 @@ def _type_from_architectures(architectures: object) -> str | None:
         "LlamaFor": "llama",
         "MistralFor": "mistral",
         "MixtralFor": "mixtral",
+        "NemotronHFor": "nemotron_h",
         "Qwen2MoeFor": "qwen2_moe",
         "Qwen2For": "qwen2",
         "Qwen3MoeFor": "qwen3_moe",
@@ -680,6 +682,31 @@ def _deepseek(c: _Config) -> dict[str, Any]:
     return fields
 
 
+def _nemotron_h(c: _Config) -> dict[str, Any]:
+    """Nemotron-H and Nemotron 3 (transformers NemotronHConfig): one Mamba-2, attention, MLP or MoE
+    block per `hybrid_override_pattern` symbol, RMSNorm, squared-ReLU MLPs of two matrices, no
+    position embedding in attention."""
+    pattern = c.data.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise TrainrigError("model", f"{c.file} has no hybrid_override_pattern, which a Nemotron-H config gives.")
+    fields = _decoder(c, tied_default=False) | {
+        "head_dim": c.opt_int("head_dim", "attention_head_dim"), "gated_mlp": False, "position_embedding": "none",
+        "layer_pattern": pattern, "mamba_heads": c.opt_int("mamba_num_heads"),
+        "mamba_head_dim": c.int("mamba_head_dim", default=64), "mamba_state_dim": c.int("ssm_state_size", default=128),
+        "mamba_groups": c.int("n_groups", "mamba_n_groups", default=8),
+        "mamba_conv_kernel": c.int("conv_kernel", default=4),
+        "mamba_chunk_size": c.int("chunk_size", default=128)}
+    if "E" in pattern:
+        shared = c.int("n_shared_experts", default=0)
+        fields |= {"n_experts": c.int("n_routed_experts", what="expert count"),
+                   "top_k": c.int("num_experts_per_tok", what="experts per token"),
+                   "expert_ffn_hidden": c.int("moe_intermediate_size", what="expert MLP width"),
+                   "n_shared_experts": shared}
+        if shared:
+            fields["shared_ffn_hidden"] = c.int("moe_shared_expert_intermediate_size", what="shared expert width")
+    return fields
+
+
 _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "llama": _llama,
     "mistral": _mistral,
@@ -699,6 +726,7 @@ _FAMILIES: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "deepseek_v2": _deepseek,
     "deepseek_v3": _deepseek,
     "gpt_oss": _gpt_oss,
+    "nemotron_h": _nemotron_h,
 }
 
 _TYPE_ALIASES = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}

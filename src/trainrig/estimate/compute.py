@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainrig.estimate import ops
+from trainrig.estimate import mamba, ops
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
 
@@ -261,7 +261,7 @@ def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
     dense_act = x.mlp_matrices * x.ffn_hidden / x.tp
     moe_act = x.mlp_matrices * (x.top_k * x.expert_ffn_hidden + x.n_shared_experts * x.shared_ffn_hidden) / x.tp
     moe_permute = 4 * x.top_k * x.hidden
-    dense_layers = x.n_layers - x.n_moe_layers
+    dense_layers = x.n_dense_mlp_layers
     keys = x.attended_keys
     scores = (1 - x.flash_attention) * x.n_heads / x.tp * keys
     softmax_bytes = scores * ops.where(eager_softmax(x) > 0, EAGER_SOFTMAX_BYTES_PER_SCORE, 2 * e)
@@ -274,7 +274,21 @@ def elementwise_bytes_per_token(x: Inputs, p: ModelParameters):
     # (job_fields.FP8_CAST_BYTES; Micikevicius et al. 2022); the output head stays in bf16
     linear_inputs = 2 * x.hidden + x.n_heads * x.v_head_dim + x.ffn_hidden + x.mla * (x.q_lora_rank + x.kv_lora_rank)
     fp8_casts = x.fp8 * x.fp8_cast_bytes * x.n_layers * linear_inputs / x.tp
-    return e * total + fp8_casts + x.n_layers * softmax_bytes + x.n_layers * adapter_bytes_per_token(x)
+    layers = e * total + fp8_casts + x.n_layers * softmax_bytes + x.n_layers * adapter_bytes_per_token(x)
+    if not ops.any(x.hybrid > 0):
+        return layers
+    # a hybrid: one norm and residual add per block, the attention terms in its attention layers,
+    # the MLP's in its MLP layers, and the Mamba-2 mixers' own (mamba.py; Triton kernels, never eager)
+    blocks = eager * 5 * x.blocks_per_layer * x.hidden / replicated_div * x.n_layers
+    attention = x.n_attention_layers * (e * (eager * rotary + attention_dropout) + softmax_bytes)
+    mlps = e * (eager * (dense_layers * dense_act + x.n_moe_layers * moe_act) + x.n_moe_layers * moe_permute)
+    mixers = x.n_mamba_layers * mamba.elementwise_bytes_per_token(x, e)
+    hybrid_inputs = (x.n_attention_layers * (x.hidden + x.n_heads * x.v_head_dim)
+                     + (dense_layers + x.n_moe_layers) * (x.hidden + x.ffn_hidden)
+                     + x.n_mamba_layers * (x.hidden + x.mamba_inner))
+    casts = x.fp8 * x.fp8_cast_bytes * hybrid_inputs / x.tp
+    hybrid = e * blocks + attention + mlps + mixers + casts + x.n_layers * adapter_bytes_per_token(x)
+    return ops.where(x.hybrid > 0, hybrid, layers)
 
 
 def _mla_elementwise_per_token(x: Inputs):
@@ -307,5 +321,11 @@ def adapter_bytes_per_token(x: Inputs):
     fan_in = (attention_in + x.hidden * x.adapted_mlp_input_linears + x.attention_out_local * x.lora_o
               + x.ffn_hidden / x.tp * x.lora_down)
     fan_out = (attention_out + x.hidden * (x.lora_o + x.lora_down) + x.ffn_hidden / x.tp * first)
+    if ops.any(x.hybrid > 0):  # a hybrid's adapters: in its attention and MLP layers only
+        a, m = x.attention_share, x.mlp_share
+        fan_in = ops.where(x.hybrid > 0, a * (attention_in + x.attention_out_local * x.lora_o) + m * (
+            x.hidden * x.adapted_mlp_input_linears + x.ffn_hidden / x.tp * x.lora_down), fan_in)
+        fan_out = ops.where(x.hybrid > 0, a * (attention_out + x.hidden * x.lora_o) + m * (
+            x.hidden * x.lora_down + x.ffn_hidden / x.tp * first), fan_out)
     per_token = fan_in * (e + x.lora_dropout * (2 * e + 1)) + 4 * e * fan_out
     return ops.where(x.method > 0, per_token, 0.0)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from trainrig.estimate import host_issue, host_side, module_recompute, op_level, ops, traffic
+from trainrig.estimate import host_issue, host_side, mamba, module_recompute, op_level, ops, traffic
 from trainrig.estimate.compute import (
     GemmBatch,
     attention_time_s,
@@ -150,7 +150,8 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     arithmetic = _arithmetic_s(x, p)
     compute = ops.total((arithmetic["compute"], _zero3_gradient_path_s(x)))
     tp = traffic.tensor_parallel_s(x, p, tokens, layers, arithmetic["gemm"])
-    cp = traffic.context_parallel_exposed_s(x, p, tokens, layers, *arithmetic["attention"])
+    # (only attention layers exchange keys and values; Mamba layers' context parallelism is not counted)
+    cp = traffic.context_parallel_exposed_s(x, p, tokens, layers * x.attention_share, *arithmetic["attention"])
     ep, ep_unpaired = traffic.expert_parallel_s(x, p, tokens, arithmetic["gemm"])
     gpu = ops.total((compute, tp, cp, ep))
     # The host issues every kernel while the GPU runs earlier ones; the overlap is imperfect, so
@@ -217,8 +218,7 @@ def _arithmetic_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     if type(x.layers_per_stage) is np.ndarray or x.layers_per_stage != x.end_stage_layers:
         compute = ops.maximum(x.layers_per_stage * layer, compute)  # (same layers: the head only adds)
     # the weight-gradient GEMMs of the stage's layers: the W pass a zero-bubble schedule moves
-    weight_grad = x.layers_per_stage * _mlp_mixed(gemm["attention"][2], gemm["dense_mlp"][2], gemm["moe_mlp"][2],
-                                                  x.n_moe_layers / x.n_layers)
+    weight_grad = x.layers_per_stage * _layer_mixed(x, *(gemm[block][2] for block in LAYER_BLOCKS))
     return {"compute": compute, "attention": gemm["attention_core"], "gemm": gemm, "weight_grad": weight_grad}
 
 
@@ -301,6 +301,7 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, with_op_level: bool = True) -> 
             (rows, x.hidden, width), (rows, width, x.hidden), (width, x.hidden, rows)))] if any_moe else []
     if not any_moe:
         shared, router = [], []
+    mixer = _mamba_gemms(batch, x, tokens) if ops.any(x.n_mamba_layers > 0) else None
     logits = [batch.linear(tokens, x.hidden, x.vocab / x.tp, head=True)]
     # multi-token prediction's projection of [norm(h); norm(embedding)], split over TP
     mtp_projection = [batch.linear(tokens, 2 * x.hidden, x.hidden / x.tp)] if ops.any(x.mtp_layers > 0) else []
@@ -327,6 +328,8 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, with_op_level: bool = True) -> 
         moe = tuple(ops.where(x.n_moe_layers > 0, ops.total((routed, ops.where(has_shared, common, 0.0), gate)), 0.0)
                     for routed, common, gate in blocks)
     return {"attention": passes(attention), "dense_mlp": passes(dense), "moe_mlp": moe, "logits": passes(logits),
+            "mamba": (0.0, 0.0, 0.0) if mixer is None else _mamba_passes(passes, t, *mixer),
+            "mamba_linears": (0.0, 0.0, 0.0) if mixer is None else passes(mixer[0]),
             "attention_core": attention_time_s(tokens, x.n_heads / x.tp, x, p),
             "op_recompute": (0.0, 0.0, 0.0) if redone is None else tuple(t[g] for g in redone),
             "mtp_projection": passes(mtp_projection) if mtp_projection else (0.0, 0.0, 0.0),
@@ -334,6 +337,27 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, with_op_level: bool = True) -> 
             "mla_up": passes(mla_up) if mla_up else (0.0, 0.0, 0.0),
             "shared_mlp": passes(shared) if shared else (0.0, 0.0, 0.0),
             "down_forward": t[_output_linear(dense)[0]]}
+
+
+def _mamba_gemms(batch: GemmBatch, x: Inputs, tokens):
+    """A Mamba-2 mixer's GEMMs added to `batch` (mamba.py): its in and out projections, split over
+    TP by heads and groups (column- then row-parallel, as attention's), and the SSD scan's chunk
+    products with their gradients. Returns (linears, scan forward, scan gradients)."""
+    linears = [batch.linear(tokens, x.hidden, x.mamba_in_width / x.tp),
+               batch.linear(tokens, x.mamba_inner / x.tp, x.hidden)]
+    shapes = mamba.scan_gemms(x, tokens)
+    scan = [batch.add(*shape) for shape in shapes]
+    gradients = [batch.add(*g) for shape in shapes for g in mamba.gradient_gemms(shape)]
+    return linears, scan, gradients
+
+
+def _mamba_passes(passes, t, linears, scan, gradients):
+    """(forward, backward, of which the weight gradients) of a mixer: its linears, and the scan,
+    which the backward runs again (the memory-efficient path recomputes its output) beside its
+    gradient products."""
+    forward, backward, weight_grads = passes(linears)
+    scan_s = ops.total(t[g] for g in scan)
+    return forward + scan_s, backward + scan_s + ops.total(t[g] for g in gradients), weight_grads
 
 
 def _mla_attention(batch: GemmBatch, x: Inputs, tokens, output, ordinary):
@@ -407,14 +431,15 @@ def _projections(batch: GemmBatch, tokens, fan_in, whole_width, parts, fused, ou
 
 
 def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
-    """Average forward, backward and recompute time of one transformer layer (GPU side)."""
-    moe_fraction = x.n_moe_layers / x.n_layers
+    """Average forward, backward and recompute time of one layer (GPU side)."""
     attention_fwd, attention_bwd = gemm["attention_core"]
+    if ops.any(x.hybrid > 0):  # the attention core in a hybrid's attention layers only
+        attention_fwd, attention_bwd = (ops.where(x.hybrid > 0, x.attention_share * t, t)
+                                        for t in (attention_fwd, attention_bwd))
     elementwise_bytes = p.elementwise_traffic_factor * elementwise_bytes_per_token(x, p) / x.n_layers
     elementwise_fwd = tokens * elementwise_bytes / (x.hbm_bandwidth_gbs * 1e9)
     dequant = _qlora_dequant_s(x)
-    gemm_fwd, gemm_bwd = (_mlp_mixed(gemm["attention"][i], gemm["dense_mlp"][i], gemm["moe_mlp"][i], moe_fraction)
-                          for i in (0, 1))
+    gemm_fwd, gemm_bwd = (_layer_mixed(x, *(gemm[block][i] for block in LAYER_BLOCKS)) for i in (0, 1))
     forward = ops.total((gemm_fwd, attention_fwd, elementwise_fwd, dequant))
     # the backward dequantizes again, unless the forward's 16-bit copy was saved for it (AutoGPTQ)
     backward = ops.total((gemm_bwd, attention_bwd, 2 * elementwise_fwd, dequant * (1 - x.dequant_saved_for_backward)))
@@ -422,12 +447,13 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
     # checkpoint, with flash attention too), or, under an op-level policy, the elementwise ops and
     # GEMMs whose outputs it drops (see _op_level_recomputed_gemms and memory.py)
     # full recompute under an early-stopping checkpoint skips the dense MLP's down projection
-    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * (1 - moe_fraction) * gemm["down_forward"])
+    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * x.dense_share * gemm["down_forward"])
     if type(x.recompute) is not np.ndarray and x.recompute != 1:  # one policy, and not selective
         return forward, backward, full if x.recompute == 2 else 0.0
     softmax_s = (1 - x.flash_attention) * tokens * 2 * x.activation_bytes * x.n_heads / x.tp * x.seq_len
+    softmax_s = softmax_s * x.attention_share  # (1 but in a hybrid)
     redone_attention, redone_mlp = op_level.redone_gemm_s(x, gemm)
-    op_level_redo = ops.total((elementwise_fwd, redone_attention, (1 - moe_fraction) * redone_mlp))
+    op_level_redo = ops.total((elementwise_fwd, redone_attention, x.dense_share * redone_mlp))
     # Megatron's core-attention checkpoint: the attention core again (with flash, its fused kernel)
     attention_only = x.redo_core_attn * (attention_fwd + softmax_s / (x.hbm_bandwidth_gbs * 1e9))
     if module_recompute.lists_modules(x):  # Megatron-Core's other recompute_modules
@@ -437,12 +463,24 @@ def _layer_times_s(x: Inputs, p: ModelParameters, tokens, gemm):
     return forward, backward, recompute
 
 
-def _mlp_mixed(attention, dense, moe, moe_fraction):
-    """attention + (1 − f)·dense + f·moe for the share f of MoE layers, where a single f of 0 or 1
-    skips the side that is multiplied by zero (every GEMM time is finite, so it adds exactly 0)."""
+# a layer's GEMM blocks, as _gemm_times_s times them and _layer_mixed weighs them
+LAYER_BLOCKS = ("attention", "dense_mlp", "moe_mlp", "mamba")
+
+
+def _layer_mixed(x: Inputs, attention, dense, moe, mixer):
+    """An average layer from its blocks' times: attention + (1 − f)·dense + f·moe for the share f
+    of MoE layers, where a single f of 0 or 1 skips the side that is multiplied by zero (every GEMM
+    time is finite, so it adds exactly 0); in a hybrid every block weighted by its share of the
+    layers, the Mamba-2 mixers' too."""
+    moe_fraction = x.n_moe_layers / x.n_layers
     if type(moe_fraction) is not np.ndarray and moe_fraction in (0.0, 1.0):
-        return attention + (dense if moe_fraction == 0.0 else moe)
-    return attention + (1 - moe_fraction) * dense + moe_fraction * moe
+        mixed = attention + (dense if moe_fraction == 0.0 else moe)
+    else:
+        mixed = attention + x.dense_share * dense + moe_fraction * moe
+    if not ops.any(x.hybrid > 0):
+        return mixed
+    hybrid = x.attention_share * attention + x.dense_share * dense + moe_fraction * moe + x.mamba_share * mixer
+    return ops.where(x.hybrid > 0, hybrid, mixed)
 
 
 def _qlora_dequant_s(x: Inputs):

@@ -312,6 +312,7 @@ def _assumptions(job: Job) -> list[str]:
         said.append(f"experts at tensor parallelism {expert_tp_degree(t)}: ep {t.ep} spans the tensor-parallel ranks"
                     " (Megatron-Core's MoE parallel folding, the only layout that runs it; training.expert_tp)")
     said.extend(_selective_recompute_assumptions(job))
+    said.extend(_hybrid_assumptions(job))
     if t.pp > 1 and "pp_schedule" not in given:
         said.append("1F1B pipeline schedule" + (", interleaved" if t.vpp > 1 else "") + " (pp_schedule: 1f1b)")
     said.append(f"{framework.name} keeps a persistent gradient buffer" if framework.persistent_grad_buffer
@@ -330,6 +331,22 @@ def _assumptions(job: Job) -> list[str]:
     if t.precision in ("fp8", "fp4"):
         said.append(f"MFU against the {t.precision} dense peak (sources that quote {t.precision} runs against"
                     " bf16's peak give a multiple of this)")
+    return said
+
+
+def _hybrid_assumptions(job: Job) -> list[str]:
+    """What a hybrid model's Mamba-2 layers are taken to run (estimate/mamba.py)."""
+    model, t = job.model, job.training
+    if not model.n_mamba_layers:
+        return []
+    said = ["Mamba-2 layers run Megatron-Core's memory-efficient path (mamba_ssm's fused conv1d + SSD scan,"
+            " its output recomputed in the backward; Triton kernels)"]
+    if t.cp > 1:
+        said.append("context parallelism's exchange in the Mamba layers is not counted (attention layers' only)")
+    if t.method != "full":
+        said.append("adapters on the attention and MLP linears only, none on the Mamba projections")
+    if t.recompute == "selective" or t.recompute_modules:
+        said.append("selective recompute redoes the attention layers' core only")
     return said
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from trainrig.estimate import module_recompute, ops
+from trainrig.estimate import mamba, module_recompute, ops
 from trainrig.estimate.inputs import Inputs, attended_keys, mla_kv_up_width
 from trainrig.estimate.job_fields import METHOD_CODE, model_fields
 from trainrig.specs import ModelSpec
@@ -43,8 +43,11 @@ def layer_gemm_flops_per_token(x: Inputs):
     moe_mlp = 2 * x.hidden * x.mlp_matrices * (
         x.top_k * x.expert_ffn_hidden + x.n_shared_experts * x.shared_ffn_hidden
     ) + 2 * x.hidden * x.n_experts  # router
-    dense_layers = x.n_layers - x.n_moe_layers
-    return x.n_layers * projections + dense_layers * dense_mlp + x.n_moe_layers * moe_mlp
+    dense_layers = x.n_dense_mlp_layers
+    total = x.n_attention_layers * projections + dense_layers * dense_mlp + x.n_moe_layers * moe_mlp
+    if ops.any(x.n_mamba_layers > 0):  # a hybrid's Mamba-2 in and out projections
+        total = total + x.n_mamba_layers * mamba.gemm_flops_per_token(x)
+    return total
 
 
 def attention_projection_weights(x: Inputs):
@@ -64,9 +67,9 @@ def attention_projection_weights(x: Inputs):
 
 
 def attention_flops_per_token(x: Inputs):
-    """Forward FLOPs of QKᵀ and attention·V for one token over all layers: 2·ctx·heads·d_qk +
-    2·ctx·heads·d_v (4·ctx·heads·d with one head width)."""
-    return x.n_layers * 2 * attention_context(x) * x.n_heads * (x.head_dim + x.v_head_dim)
+    """Forward FLOPs of QKᵀ and attention·V for one token over all attention layers: 2·ctx·heads·d_qk
+    + 2·ctx·heads·d_v (4·ctx·heads·d with one head width)."""
+    return x.n_attention_layers * 2 * attention_context(x) * x.n_heads * (x.head_dim + x.v_head_dim)
 
 
 def logits_flops_per_token(x: Inputs):
@@ -82,7 +85,16 @@ def model_flops_per_token(x: Inputs):
     """
     gemm = layer_gemm_flops_per_token(x) + logits_flops_per_token(x) + mtp_gemm_flops_per_token(x)
     gemm_factor = ops.where(x.method > 0, 2.0, 3.0)
-    return gemm_factor * gemm + 3 * attention_flops_per_token(x) * (1 + x.mtp_layers / x.n_layers)
+    return gemm_factor * gemm + 3 * weightless_flops_per_token(x) * (1 + x.mtp_layers / x.n_layers)
+
+
+def weightless_flops_per_token(x: Inputs):
+    """Forward FLOPs of the work without trained weights: the attention products, and a hybrid's
+    Mamba-2 convolutions and SSD scans (mamba.scan_flops_per_token; their convolution's few weights
+    counted with them)."""
+    if not ops.any(x.n_mamba_layers > 0):
+        return attention_flops_per_token(x)
+    return attention_flops_per_token(x) + x.n_mamba_layers * mamba.scan_flops_per_token(x)
 
 
 def mtp_gemm_flops_per_token(x: Inputs):
@@ -98,7 +110,7 @@ def op_level_recompute_flops_per_token(x: Inputs):
     of its own, and o (kept as its reduce-scattered output under sequence parallelism)."""
     redo_k, redo_o, redo_up = x.op_level_redone_linears
     attention = 2 * (redo_k * op_level_key_weights(x) + redo_o * x.n_heads * x.v_head_dim * x.hidden)
-    return x.n_layers * attention + (x.n_layers - x.n_moe_layers) * redo_up * 2 * x.hidden * x.ffn_hidden
+    return x.n_attention_layers * attention + x.n_dense_mlp_layers * redo_up * 2 * x.hidden * x.ffn_hidden
 
 
 def op_level_key_weights(x: Inputs):
@@ -113,7 +125,7 @@ def hardware_flops_per_token(x: Inputs):
     repeats the attention products (Korthikanti et al. 2022 §5, their HFU; Megatron-Core's
     core-attention checkpoint with flash attention too) or, under an op-level policy, the GEMMs
     that policy drops."""
-    layers_forward = layer_gemm_flops_per_token(x) + attention_flops_per_token(x)
+    layers_forward = layer_gemm_flops_per_token(x) + weightless_flops_per_token(x)
     op_level = (x.flash_attention > 0) & (x.selective_recompute_ops > 0)  # memory.op_level_recompute
     # Megatron-Core's recompute_modules: the attention core where core_attn is listed, and the modules beside it
     modules = x.redo_core_attn * attention_flops_per_token(x)
@@ -121,7 +133,7 @@ def hardware_flops_per_token(x: Inputs):
         modules = modules + module_recompute.redone_flops_per_token(x)
     selective = ops.where(op_level, op_level_recompute_flops_per_token(x), modules)
     # an early-stopping checkpoint does not redo the dense MLP's down projection
-    down = (x.n_layers - x.n_moe_layers) * 2 * x.hidden * x.ffn_hidden * x.checkpoint_early_stop
+    down = x.n_dense_mlp_layers * 2 * x.hidden * x.ffn_hidden * x.checkpoint_early_stop
     recompute = ops.where(x.recompute == 2, x.full_recompute_share * (layers_forward - down),
                           ops.where(x.recompute == 1, selective, 0.0))
     return model_flops_per_token(x) + recompute

@@ -8,7 +8,7 @@ norm of the two totals (`overlapped_s`), and processes that outnumber a node's c
 
 from __future__ import annotations
 
-from trainrig.estimate import module_recompute, op_level, ops
+from trainrig.estimate import mamba, module_recompute, op_level, ops
 from trainrig.estimate.compute import eager_elementwise_scale, eager_softmax
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.memory import op_level_recompute
@@ -67,11 +67,11 @@ def _layer_graphs(x: Inputs, forward_kernels):
     attention = (x.qkv_linears + 1 + _attention_core_kernels(x) + 2 + 2 * x.rope + collectives
                  + _mla_kernels(x))
     mlp = x.mlp_input_linears + 1 + 3 + collectives  # norm, activation, residual add
-    captured = (x.graph_attention * attention + (1 - moe) * x.graph_mlp * mlp
+    captured = (x.graph_attention * attention + x.dense_share * x.graph_mlp * mlp
                 + moe * (x.graph_moe * (mlp + MOE_KERNELS) + x.graph_router * 3.0))
     dense_graph = ops.maximum(x.graph_attention, x.graph_mlp)
     moe_graph = ops.maximum(ops.maximum(x.graph_attention, x.graph_moe), x.graph_router)
-    replays = (1 - moe) * dense_graph + moe * moe_graph
+    replays = x.dense_share * dense_graph + moe * moe_graph
     # Megatron-Core captures per-layer graphs only without full recompute (a planner's rows may try
     # it; a job file that asks for both is refused, specs/job.py)
     captured, replays = (ops.where(x.recompute == 2, 0.0, v) for v in (captured, replays))
@@ -105,7 +105,7 @@ def _zero3_fetch_s(x: Inputs, p: ModelParameters):
     micro-batch: the forward, and the backward (which, under full recompute, reuses the recomputed
     forward's gather)."""
     gathered = x.layers_per_stage * (x.linears_per_layer + 2 * x.adapted_linears)
-    modules = gathered + 2 * x.layers_per_stage  # and the 2 norms
+    modules = gathered + x.blocks_per_layer * x.layers_per_stage  # and the norms (2 per transformer layer)
     per_pass = ops.where(x.zero >= 3, modules * x.zero3_module_fetch_us * 1e-6, 0.0)
     sharded = (x.zero >= 3) & (x.zero_shard > 1)
     gather = ops.where(sharded, gathered * x.zero3_gather_host_ops * p.eager_op_host_us * 1e-6, 0.0)
@@ -144,9 +144,31 @@ def _kernels_per_layer(x: Inputs, p: ModelParameters):
         modules = modules + module_recompute.redone_kernels(x)
     selective = ops.where(op_level_recompute(x), op_level.redone_kernels(x), modules)
     # an early-stopping checkpoint skips the dense MLP's down projection and the residual add after it
-    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * 2 * (1 - x.n_moe_layers / x.n_layers))
+    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * 2 * x.dense_share)
+    if ops.any(x.hybrid > 0):
+        hybrid = _hybrid_kernels(x, attention, tp_collectives, selective)
+        forward, backward, selective, full = (ops.where(x.hybrid > 0, h, t) for h, t in zip(
+            hybrid, (forward, backward, selective, full), strict=True))
     recompute = ops.where(x.recompute == 2, full, ops.where(x.recompute == 1, selective, 0.0))
     return forward, backward + recompute
+
+
+def _hybrid_kernels(x: Inputs, attention, tp_collectives, selective):
+    """`_kernels_per_layer` for a hybrid, one block per layer weighted by its share: each block its
+    norm, residual add and half a transformer layer's TP collectives; attention its linears, core
+    and rotary; an MLP its linears and activation (an MoE one the MoE kernels); a Mamba-2 mixer its
+    two linears and its scan's kernels (mamba.py). Returns (forward, backward, selective, full)."""
+    block = 2.0 + tp_collectives / 2
+    attention_block = x.qkv_linears + 1 + attention + 2 * x.rope + _mla_kernels(x) + block
+    mlp_block = x.mlp_input_linears + 1 + 1 + block
+    mixer = 2 + mamba.FORWARD_KERNELS + block
+    moe = MOE_KERNELS * x.n_moe_layers / x.n_layers
+    forward = x.attention_share * attention_block + x.mlp_share * mlp_block + moe + x.mamba_share * mixer
+    weight_grads = ops.where(x.method == 0, x.linears_per_layer, 0.0)
+    backward = (forward + weight_grads + x.attention_share * ops.where(x.flash_attention > 0, 1.0, 2.0)
+                + x.mamba_share * (mamba.BACKWARD_KERNELS - mamba.FORWARD_KERNELS))
+    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * 2 * x.dense_share)
+    return forward, backward, x.attention_share * selective, full
 
 
 def _elementwise_kernels(x: Inputs):

@@ -56,7 +56,26 @@ class Inputs:
     params_dense_mlp_per_layer: Any
     params_expert: Any  # one routed expert
     params_moe_shared_per_layer: Any  # shared experts + router of one MoE layer
-    params_norms_per_layer: Any
+    params_norms_per_layer: Any  # averaged over the layers: 2 per transformer layer, 1 per hybrid block
+    params_final_norm: Any
+    # layer kinds (ModelSpec.layer_pattern): counts, shares of the layers, and the Mamba-2 shape
+    hybrid: Any  # 1 = one block per layer, as a pattern gives them
+    n_attention_layers: Any
+    n_mamba_layers: Any
+    n_dense_mlp_layers: Any
+    blocks_per_layer: Any  # pre-norm residual blocks per layer: 2 (attention + MLP), 1 in a hybrid
+    dense_share: Any  # layers with a dense MLP over all layers
+    attention_share: Any
+    mamba_share: Any
+    mlp_share: Any  # layers with an MLP, dense or MoE
+    mamba_inner: Any  # d_inner = heads × head width
+    mamba_heads: Any
+    mamba_head_dim: Any
+    mamba_state: Any
+    mamba_groups: Any
+    mamba_conv: Any
+    mamba_chunk: Any
+    mamba_in_width: Any  # in_proj outputs: z, x, B, C, dt
     params_embedding: Any
     tied_embeddings: Any  # 1 when the output head shares the embedding matrix
     # training
@@ -337,8 +356,14 @@ class Inputs:
     @cached_property
     def linears_per_layer(self):
         """Linear modules of a dense layer: the q/k/v ones, the output projection, the MLP's input
-        ones and its down projection (4 when q/k/v and gate/up are fused, 7 for Hugging Face Llama)."""
-        return self.qkv_linears + 1 + self.mlp_input_linears + 1
+        ones and its down projection (4 when q/k/v and gate/up are fused, 7 for Hugging Face Llama);
+        in a hybrid the average over its blocks (a Mamba-2 mixer's in_proj and out_proj)."""
+        linears = self.qkv_linears + 1 + self.mlp_input_linears + 1
+        if not ops.any(self.hybrid > 0):
+            return linears
+        hybrid = (self.attention_share * (self.qkv_linears + 1) + self.mlp_share * (self.mlp_input_linears + 1)
+                  + self.mamba_share * 2)
+        return ops.where(self.hybrid > 0, hybrid, linears)
 
     @property
     def adapted_qkv_linears(self):
@@ -377,6 +402,9 @@ class Inputs:
         if not ops.any(self.method > 0):  # no row adapts anything
             return 0.0
         count = self.adapted_qkv_linears + self.lora_o + self.adapted_mlp_input_linears + self.lora_down
+        if ops.any(self.hybrid > 0):  # in a hybrid's attention and MLP layers only
+            count = ops.where(self.hybrid > 0, self.attention_share * (self.adapted_qkv_linears + self.lora_o)
+                              + self.mlp_share * (self.adapted_mlp_input_linears + self.lora_down), count)
         return ops.where(self.method > 0, count, 0.0)
 
     @property

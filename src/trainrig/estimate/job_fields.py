@@ -108,11 +108,44 @@ def model_fields(m: ModelSpec) -> dict[str, float]:
         params_attention_per_layer=m.attention_params_per_layer - m.attention_replicated_params_per_layer,
         params_attention_replicated_per_layer=m.attention_replicated_params_per_layer,
         params_dense_mlp_per_layer=m.mlp_params(m.ffn_hidden),
+        **_layer_kind_fields(m),
         params_expert=m.mlp_params(m.expert_ffn) if m.is_moe else 0,
         params_moe_shared_per_layer=(m.n_shared_experts * m.mlp_params(m.shared_ffn)
                                      + m.hidden * m.n_experts) if m.is_moe else 0,
-        params_norms_per_layer=2 * m.norm_params, params_embedding=m.embedding_params,
+        params_norms_per_layer=2 * m.norm_params, params_final_norm=m.norm_params, params_embedding=m.embedding_params,
         tied_embeddings=float(m.tied_embeddings),
+    ) | (_hybrid_fields(m) if m.is_hybrid else {})
+
+
+def _layer_kind_fields(m: ModelSpec) -> dict[str, float]:
+    """How many layers have each kind of block, and the Mamba-2 shape (zeros without Mamba layers).
+    `dense_share` is written as the core wrote 1 − (MoE share) before hybrids, to the last bit."""
+    mamba = m.n_mamba_layers > 0
+    return dict(
+        hybrid=float(m.is_hybrid), n_attention_layers=m.n_attention_layers, n_mamba_layers=m.n_mamba_layers,
+        n_dense_mlp_layers=m.n_dense_mlp_layers, blocks_per_layer=m.n_blocks / m.n_layers,
+        dense_share=m.n_dense_mlp_layers / m.n_layers if m.is_hybrid else 1 - m.n_moe_layers / m.n_layers,
+        attention_share=m.n_attention_layers / m.n_layers, mamba_share=m.n_mamba_layers / m.n_layers,
+        mlp_share=(m.n_dense_mlp_layers + m.n_moe_layers) / m.n_layers,
+        mamba_inner=m.mamba_inner if mamba else 0, mamba_heads=m.mamba_heads_count if mamba else 0,
+        mamba_head_dim=m.mamba_head_dim, mamba_state=m.mamba_state_dim, mamba_groups=m.mamba_groups if mamba else 0,
+        mamba_conv=m.mamba_conv_kernel, mamba_chunk=m.mamba_chunk_size,
+        mamba_in_width=m.mamba_in_proj_width if mamba else 0,
+    )
+
+
+def _hybrid_fields(m: ModelSpec) -> dict[str, float]:
+    """A hybrid's parameters as the per-layer averages the core multiplies by a stage's layers: the
+    mixers (attention and Mamba, all split over TP), the norms (one per block), and the dense MLPs
+    over the layers without MoE (what `layers − moe_layers` counts)."""
+    layers, non_moe = m.n_layers, m.n_layers - m.n_moe_layers
+    attention = m.attention_params_per_layer - m.attention_replicated_params_per_layer
+    mixers = attention * m.n_attention_layers + m.mamba_params_per_layer * m.n_mamba_layers
+    return dict(
+        params_attention_per_layer=mixers / layers,
+        params_attention_replicated_per_layer=m.attention_replicated_params_per_layer * m.n_attention_layers / layers,
+        params_dense_mlp_per_layer=m.mlp_params(m.ffn_hidden) * m.n_dense_mlp_layers / non_moe if non_moe else 0.0,
+        params_norms_per_layer=m.norm_params,
     )
 
 

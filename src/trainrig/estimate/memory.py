@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainrig.estimate import module_recompute, ops
+from trainrig.estimate import mamba, module_recompute, ops
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
 from trainrig.units import GIB
@@ -67,6 +67,9 @@ def lora_parameters_per_layer(x: Inputs):
         latent = ops.total(x.mla_adapted_widths()) + x.lora_o * (x.n_heads * x.v_head_dim + x.hidden)
         attention = ops.where(x.mla > 0, latent, attention)
     mlp = (x.adapted_first_mlp + x.lora_down) * (x.hidden + x.ffn_hidden)
+    if ops.any(x.hybrid > 0):  # a hybrid's adapters sit in its attention and MLP layers only
+        attention, mlp = (ops.where(x.hybrid > 0, share * v, v) for share, v in ((x.attention_share, attention),
+                                                                                  (x.mlp_share, mlp)))
     return x.lora_rank * (attention + mlp)
 
 
@@ -94,7 +97,7 @@ def local_parameter_counts(x: Inputs):
     dense = dense + moe_layers * x.params_moe_shared_per_layer / x.tp
     experts = moe_layers * x.n_experts * x.params_expert / (x.ep * x.etp)
     dense = dense + _stage_end_parameters(x, (dense + experts) / ops.maximum(layers, 1.0))
-    dense = dense + x.params_norms_per_layer / 2  # + the final norm
+    dense = dense + x.params_final_norm
     if ops.any(x.mtp_layers > 0):  # one stage: the MTP modules beside everything (else with the head)
         mtp_dense, mtp_experts = _mtp_parameters(x)
         dense, experts = dense + ops.where(x.pp == 1, mtp_dense, 0.0), experts + ops.where(x.pp == 1, mtp_experts, 0.0)
@@ -144,8 +147,8 @@ def trainable_parameter_counts(x: Inputs):
 
 
 def _stage_norm_parameters(x: Inputs):
-    """Norm weights of one GPU's stage: two per layer and the final one."""
-    return x.params_norms_per_layer * (x.layers_per_stage + 0.5)
+    """Norm weights of one GPU's stage: each block's (two per transformer layer) and the final one."""
+    return x.params_norms_per_layer * x.layers_per_stage + x.params_final_norm
 
 
 @_memoized
@@ -253,8 +256,18 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     shared_set = x.n_shared_experts * (e * up_outputs + saved) * x.shared_ffn_hidden
     moe_mlp = (x.top_k * (saved * x.hidden + (e * up_outputs + saved) * x.expert_ffn_hidden) + shared_set) / x.tp
     moe_fraction = x.n_moe_layers / x.n_layers
-    mlp = (1 - moe_fraction) * dense_mlp + moe_fraction * moe_mlp
+    mlp = x.dense_share * dense_mlp + moe_fraction * moe_mlp
     whole = tokens * (replicated + attention + o_input + scores + lse + mlp)
+    hybrid = x.hybrid > 0
+    if ops.any(hybrid):  # one block per layer, each with its own norm: weighted by the layers' shares
+        block_in = (norm_in + x.dropout) * x.hidden / rep  # the block's norm input and residual dropout mask
+        mixer_in = linear_input(ops.where(keeps_input, 1.0, 0.0)) * x.hidden / rep  # in_proj's input
+        mixer = block_in + mixer_in + mamba.saved_bytes_per_token(x, e, linear_input(ops.where(keeps_input, 1.0, 0.0)))
+        attention_block = block_in + attention_norm_output * x.hidden / rep + attention + o_input + scores + lse
+        mlp_blocks = (x.mlp_share * (block_in + mlp_norm_output * x.hidden / rep)
+                      + x.dense_share * dense_mlp + moe_fraction * moe_mlp)
+        layer_set = x.attention_share * attention_block + mlp_blocks + x.mamba_share * mixer
+        whole = ops.where(hybrid, tokens * layer_set, whole)
     layer_input = tokens * e * x.hidden / rep  # all that full recompute keeps
     # torchtitan's op-level selective recompute (parallelize_llama.py `_apply_ac_to_transformer_block`,
     # `selective_ac_option: op`, pytorch/torchtitan@9dec370): inside each block's checkpoint its
@@ -274,8 +287,8 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     dense_op_mlp = e * (first_mlp + down_output)
     reduce_scattered = ops.where((x.tp > 1) & (x.sequence_parallel_active > 0), 2 * e * x.hidden / x.tp, 0.0)
     op_set = (e * x.hidden / rep + e * (kept_projections + out_local) + lse + reduce_scattered
-              + (1 - moe_fraction) * dense_op_mlp + moe_fraction * moe_mlp)
-    whole = ops.where(op_level & full, tokens * op_set, whole)
+              + x.dense_share * dense_op_mlp + moe_fraction * moe_mlp)
+    whole = ops.where(op_level & full & (x.hybrid == 0), tokens * op_set, whole)  # (not for hybrids)
     kept = whole
     if module_recompute.lists_modules(x):  # Megatron-Core's recompute_modules beside core_attn
         parts = {"mla_qkv": qkv, "attention_norm": attention_norm_output * x.hidden / rep,
@@ -304,7 +317,8 @@ def op_level_recompute(x: Inputs, recompute=None):
     `ops`, torchtitan's): with flash attention there are no attention scores for Korthikanti's
     selective recompute to drop, so the block keeps a set of op outputs and redoes the rest."""
     recompute = x.recompute if recompute is None else recompute
-    return (recompute == 1) & (x.flash_attention > 0) & (x.selective_recompute_ops > 0)
+    # (not in a hybrid: torchtitan's policy is written for its transformer blocks)
+    return (recompute == 1) & (x.flash_attention > 0) & (x.selective_recompute_ops > 0) & (x.hybrid == 0)
 
 
 def _kept_layers(x: Inputs, layers):

@@ -54,7 +54,7 @@ def dropped_bytes_per_token(x: Inputs, parts: dict[str, Any], recompute=None):
     parts_of_moe = x.redo_moe_act * parts["routed_down"] + x.redo_shared_experts * parts["shared"]
     moe_layer = (x.redo_layernorm * parts["mlp_norm"] + x.redo_moe * parts["moe_mlp"]
                  + (1 - x.redo_moe) * parts_of_moe)
-    return _selective(x, recompute) * (attention + (1 - moe) * dense + moe * moe_layer)
+    return _selective(x, recompute) * (attention + x.dense_share * dense + moe * moe_layer)
 
 
 def redone_s(x: Inputs, tokens, gemm: dict[str, Any]):
@@ -77,7 +77,7 @@ def redone_s(x: Inputs, tokens, gemm: dict[str, Any]):
     moe_layer = (x.redo_layernorm * norm
                  + x.redo_moe * (gemm["moe_mlp"][0] + routed_activation + shared_activation)
                  + (1 - x.redo_moe) * (x.redo_moe_act * routed_activation + x.redo_shared_experts * shared))
-    return _selective(x) * (attention + (1 - moe) * dense + moe * moe_layer)
+    return _selective(x) * (attention + x.dense_share * dense + moe * moe_layer)
 
 
 def redone_flops_per_token(x: Inputs):
@@ -91,7 +91,7 @@ def redone_flops_per_token(x: Inputs):
     routed = 2 * x.hidden * (x.mlp_matrices * x.top_k * x.expert_ffn_hidden + x.n_experts)
     moe_layer = x.redo_moe * (routed + shared) + (1 - x.redo_moe) * x.redo_shared_experts * shared
     total = (x.n_layers * x.mla * x.redo_mla_up_proj * mla_up
-             + (x.n_layers - x.n_moe_layers) * x.redo_mlp * dense + x.n_moe_layers * moe_layer)
+             + x.n_dense_mlp_layers * x.redo_mlp * dense + x.n_moe_layers * moe_layer)
     return _selective(x) * total
 
 
@@ -108,7 +108,7 @@ def redone_kernels(x: Inputs):
     dense = x.redo_mlp * (mlp + tp_collectives)
     moe_layer = (x.redo_layernorm + x.redo_moe * (8 + shared)
                  + (1 - x.redo_moe) * (x.redo_moe_act + x.redo_shared_experts * shared))
-    return _selective(x) * (attention + (1 - moe) * dense + moe * moe_layer)
+    return _selective(x) * (attention + x.dense_share * dense + moe * moe_layer)
 
 
 def redone_tp_units(x: Inputs):
@@ -119,7 +119,7 @@ def redone_tp_units(x: Inputs):
     moe = x.n_moe_layers / x.n_layers
     folded = (x.etp == 1) & (x.n_shared_experts == 0)
     moe_units = ops.where(folded, 0.0, x.redo_moe)
-    return _selective(x) * ops.where(x.tp > 1, (1 - moe) * x.redo_mlp + moe * moe_units, 0.0)
+    return _selective(x) * ops.where(x.tp > 1, x.dense_share * x.redo_mlp + moe * moe_units, 0.0)
 
 
 def redone_all_to_alls(x: Inputs):

@@ -40,7 +40,11 @@ def tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers, gemm):
     # full recompute repeats the forward's 2 (all-reduce units); an early-stopping checkpoint skips
     # the one after the down projection (its reduce-scatter half under sequence parallelism)
     skipped = x.checkpoint_early_stop * ops.where(x.sequence_parallel_active > 0, 0.5, 1.0)
-    count = 4 + x.full_recompute_share * (2 - skipped) + op_level.redone_tp_units(x)
+    if ops.any(x.hybrid > 0):  # the early stop skips a dense MLP's unit: only in a hybrid's MLP layers
+        skipped = ops.where(x.hybrid > 0, skipped * x.dense_share, skipped)
+    # an all-reduce unit per block and pass: 2 per transformer layer, 1 per hybrid layer
+    blocks = x.blocks_per_layer
+    count = 2 * blocks + x.full_recompute_share * (blocks - skipped) + op_level.redone_tp_units(x)
     if module_recompute.lists_modules(x):  # a recomputed MLP or MoE layer gathers and scatters again
         count = count + module_recompute.redone_tp_units(x)
     if ops.any(x.mla > 0):  # MLA gathers its narrow latents, not the hidden state, before attention
@@ -52,7 +56,61 @@ def tensor_parallel_s(x: Inputs, p: ModelParameters, tokens, layers, gemm):
     if not ops.any(x.tp_comm_overlap > 0):
         return exposed
     overlapped = layers * _tensor_parallel_overlapped_s(x, p, nbytes, group, gemm)
+    if ops.any(x.hybrid > 0):
+        overlapped = ops.where(x.hybrid > 0, layers * _hybrid_overlapped_s(x, p, nbytes, group, gemm), overlapped)
     return ops.where((x.tp_comm_overlap > 0) & (x.tp > 1), overlapped, exposed)
+
+
+def _hybrid_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, gemm):
+    """`_tensor_parallel_overlapped_s` for a hybrid's layers, one block each: every block gathers
+    before its input linear and reduce-scatters after its output linear, as attention does
+    (Mamba-2's in_proj and out_proj, the MLP's FC1 and FC2), weighted by its share of the layers;
+    an MLP block is the layers' average of dense and MoE. Op-level and module recompute are not
+    counted here."""
+    moe = x.n_moe_layers / x.n_layers
+    mlp_share = ops.maximum(x.mlp_share, 1e-30)
+    mlp = [(x.dense_share * gemm["dense_mlp"][i] + moe * gemm["moe_mlp"][i]) / mlp_share for i in (0, 1)]
+    up = x.mlp_matrices - 1
+    blocks = ((x.attention_share, gemm["attention"], 1 - x.n_heads * x.v_head_dim * x.hidden
+               / attention_projection_weights(x)),
+              (x.mlp_share, mlp, up / (up + 1)),
+              (x.mamba_share, gemm["mamba_linears"],
+               x.mamba_in_width / ops.maximum(x.mamba_in_width + x.mamba_inner, 1.0)))
+    tools = _overlap_tools(x, p, nbytes, group)
+    total = ops.total(share * _block_overlapped_s(x, tools, times[0], times[1], in_share)
+                      for share, times, in_share in blocks)
+    return total
+
+
+def _overlap_tools(x: Inputs, p: ModelParameters, nbytes, group):
+    """The three ways a TP collective runs beside a GEMM (see _tensor_parallel_overlapped_s):
+    ring exchange, pipelined reduce-scatter and bulk."""
+    gather = comm.all_gather_time_s(nbytes, group)
+    n, splits = x.tp, p.tp_overlap_rs_splits
+    sm_share = ops.minimum(p.tp_overlap_comm_sms / x.compute_units, 0.5)
+    piece = comm.reduce_scatter_time_s(nbytes / splits, group)
+
+    def ring(gemm_s):
+        return ops.maximum(gather - gemm_s * (n - 1) / n, 0.0)
+
+    def pipelined(gemm_s):
+        slowed = gemm_s / (1 - sm_share)
+        return piece + (splits - 1) * ops.maximum(piece - slowed / splits, 0.0) + (slowed - gemm_s)
+
+    def bulk(gemm_s):
+        return _beside_s(gather, gemm_s, sm_share)
+
+    return ring, pipelined, bulk
+
+
+def _block_overlapped_s(x: Inputs, tools, forward_s, backward_s, in_share):
+    """One block's overlapped TP traffic, forward, backward and a full recompute's forward again:
+    `in_share` of its GEMM time is the input linear's."""
+    ring, pipelined, bulk = tools
+    wgrad_share = ops.where(x.method == 0, 0.5, 0.0)
+    forward = ring(forward_s * in_share) + pipelined(forward_s * (1 - in_share))
+    backward = ring(backward_s * (1 - in_share) * (1 - wgrad_share)) + bulk(backward_s * in_share * wgrad_share)
+    return forward + backward + ops.where(x.recompute == 2, x.full_recompute_share * forward, 0.0)
 
 
 def _folded_expert_tp_saving(x: Inputs, layers):
@@ -99,7 +157,7 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     against FC2); a backward is half input gradient, half weight gradient (equal FLOPs)."""
     moe = x.n_moe_layers / x.n_layers
     attention_fwd, attention_bwd, _ = gemm["attention"]
-    mlp_fwd, mlp_bwd = ((1 - moe) * gemm["dense_mlp"][i] + moe * gemm["moe_mlp"][i] for i in (0, 1))
+    mlp_fwd, mlp_bwd = (x.dense_share * gemm["dense_mlp"][i] + moe * gemm["moe_mlp"][i] for i in (0, 1))
     # the input side's share of the block's GEMM FLOPs (MLA's replicated down projections counted
     # as if split: their share is small)
     qkv_share = 1 - x.n_heads * x.v_head_dim * x.hidden / attention_projection_weights(x)
@@ -131,7 +189,7 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     # op-level selective recompute gathers the attention and MLP inputs again, beside the one
     # GEMM each that it redoes there (k; a gated MLP's up projection)
     redone_attention, redone_mlp = op_level.redone_gemm_s(x, gemm)
-    op_level_redo = ring(redone_attention) + ring((1 - moe) * redone_mlp)
+    op_level_redo = ring(redone_attention) + ring(x.dense_share * redone_mlp)
     full = x.full_recompute_share * (forward - x.checkpoint_early_stop * after_down)  # early stop: no FC2 again
     recompute = ops.where(x.recompute == 2, full, ops.where(op_level_recompute(x), op_level_redo, 0.0))
     if module_recompute.lists_modules(x):  # a recomputed MLP's gather and scatter, beside its GEMMs again
@@ -192,7 +250,7 @@ def _context_parallel_hidden_s(x: Inputs, p: ModelParameters, micro):
         return 0.0
     tokens = x.micro_batch * x.seq_len / x.cp
     passes = 3 + x.full_recompute_share
-    total = x.layers_per_stage * passes * _context_parallel_pass_s(x, p, tokens)
+    total = x.layers_per_stage * x.attention_share * passes * _context_parallel_pass_s(x, p, tokens)
     hidden = ops.where(x.cp_kind == 2, 0.0, ops.maximum(total - micro["cp_comm"], 0.0))
     return ops.where(x.cp > 1, hidden, 0.0)
 

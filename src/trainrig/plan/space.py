@@ -58,10 +58,13 @@ class ModelShape:
     n_heads: int
     kv_heads: int
     n_experts: int
+    mamba_groups: int = 0
+    """A hybrid's Mamba-2 groups, which TP must divide (0, which every tp divides, without Mamba layers)."""
 
     @classmethod
     def of(cls, model: ModelSpec) -> ModelShape:
-        return cls(model.n_layers, model.n_heads, model.kv_heads, model.n_experts)
+        groups = model.mamba_groups if model.n_mamba_layers else 0
+        return cls(model.n_layers, model.n_heads, model.kv_heads, model.n_experts, groups)
 
 
 @dataclass(frozen=True)
@@ -141,9 +144,11 @@ def _batch_splits(global_batch: int, micro_batch: int, dp: int, pp: int, vpp: in
 
 
 def _tp_values(shape: ModelShape, gpus_in_node: int) -> list[int]:
-    """Powers of two inside one node that divide the heads and divide or are divided by the KV heads."""
+    """Powers of two inside one node that divide the heads (and a hybrid's Mamba groups) and divide or
+    are divided by the KV heads."""
     return [tp for tp in _powers_of_two(gpus_in_node)
-            if shape.n_heads % tp == 0 and (shape.kv_heads % tp == 0 or tp % shape.kv_heads == 0)]
+            if shape.n_heads % tp == 0 and (shape.kv_heads % tp == 0 or tp % shape.kv_heads == 0)
+            and shape.mamba_groups % tp == 0]
 
 
 def _cp_values(seq_len: int, space: SearchSpace) -> list[int]:

@@ -562,6 +562,10 @@ def _check_parallelism(model: ModelSpec, hw: HardwareSpec, t: TrainingSpec) -> N
             "training.tp",
             f"{t.tp} neither divides nor is a multiple of the {model.kv_heads} key/value heads.",
         )
+    if model.n_mamba_layers and model.mamba_groups % t.tp:
+        # Megatron-Core MambaMixer splits B and C by groups over TP (it asserts ngroups % tp == 0)
+        raise TrainrigError("training.tp", f"{t.tp} does not divide the model's {model.mamba_groups} Mamba groups;"
+                            f" valid: {divisors_text(model.mamba_groups)}.")
     _check_pipeline_split(model, t)
     if t.seq_len % t.cp:
         raise TrainrigError("training.cp", f"{t.cp} does not divide seq_len {t.seq_len}.")

@@ -1,4 +1,5 @@
-"""What a model is: a decoder-only transformer, dense or mixture-of-experts."""
+"""What a model is: a decoder-only transformer, dense or mixture-of-experts, or a hybrid of
+Mamba-2, attention and MLP layers."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ from trainrig.specs.base import (
     FrozenSpec,
 )
 
-__all__ = ["ModelSpec", "ModelPreset"]
+__all__ = ["ModelSpec", "ModelPreset", "LAYER_SYMBOLS"]
+
+# Megatron-Core's hybrid layer symbols (megatron/core/ssm/mamba_hybrid_layer_allocation.py Symbols)
+LAYER_SYMBOLS = ("M", "*", "-", "E")
 
 
 class ModelSpec(FrozenSpec):
@@ -62,8 +66,9 @@ class ModelSpec(FrozenSpec):
     """RMSNorm has a scale only; LayerNorm a scale and a bias."""
     bias: Literal["none", "qkv", "all"] = "none"
     """Linear-layer biases: none (Llama), on Q/K/V only (Qwen2), on every linear (GPT-2/3)."""
-    position_embedding: Literal["rope", "learned", "alibi"] = "rope"
-    """Learned absolute positions add `max_positions × hidden` parameters."""
+    position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
+    """Learned absolute positions add `max_positions × hidden` parameters; `none` = no position
+    signal in attention (NoPE: Nemotron-H's attention layers, whose Mamba layers carry order)."""
     max_positions: int | None = Field(default=None, gt=0, le=MAX_SEQ_LEN)
     """Context length of a learned position table (required with `learned`)."""
     sliding_window: int | None = Field(default=None, gt=0, le=MAX_SEQ_LEN)
@@ -93,6 +98,25 @@ class ModelSpec(FrozenSpec):
     """Whether a gated MLP's gate and up projections are one linear (Megatron-Core `linear_fc1`,
     Phi-3 `gate_up_proj`) or two (Hugging Face Llama `gate_proj`, `up_proj`; Qwen-1 `w1`, `w2`);
     unset = the framework's model code decides, and else one. Ignored for a plain MLP."""
+    layer_pattern: str | None = Field(default=None, max_length=MAX_LAYERS)
+    """A hybrid model's layers, one symbol each, as Megatron-Core's `hybrid_override_pattern` and
+    Hugging Face's Nemotron-H config write them: `M` a Mamba-2 mixer, `*` self-attention, `-` a
+    dense MLP, `E` an MoE MLP. Each symbol is one block with its own pre-norm and residual, so
+    `n_layers` counts symbols (Nemotron-H 8B: 52). Unset = every layer is attention then an MLP."""
+    mamba_heads: int | None = Field(default=None, gt=0, le=MAX_HEADS)
+    """Mamba-2 heads H (Nemotron-H 8B: 128); the inner width is H × mamba_head_dim. Defaults to
+    2 × hidden / mamba_head_dim (Mamba-2's expand factor 2, Dao & Gu 2024 §7)."""
+    mamba_head_dim: int = Field(default=64, gt=0, le=MAX_WIDTH)
+    """Mamba-2 head width P (64 in Mamba-2 and Nemotron-H)."""
+    mamba_state_dim: int = Field(default=128, gt=0, le=MAX_WIDTH)
+    """Mamba-2 state size N per head (128 in Mamba-2 and Nemotron-H)."""
+    mamba_groups: int = Field(default=8, gt=0, le=MAX_HEADS)
+    """Groups of heads sharing one B and C projection (Nemotron-H: 8), like GQA's key/value heads."""
+    mamba_conv_kernel: int = Field(default=4, gt=0, le=64)
+    """Width of the causal depthwise convolution over x, B and C (4)."""
+    mamba_chunk_size: int = Field(default=128, gt=0, le=MAX_SEQ_LEN)
+    """Chunk length Q of the SSD algorithm (Dao & Gu 2024 §6): the scan is dense attention-like
+    products within a chunk and a recurrence over chunk states (128 in Nemotron-H)."""
 
     @model_validator(mode="after")
     def _check_shape(self) -> ModelSpec:
@@ -119,7 +143,34 @@ class ModelSpec(FrozenSpec):
             raise TrainrigError("model.full_attention_layers", f"{reason}: it counts the layers without the window.")
         if self.n_dense_layers > self.n_layers:
             raise TrainrigError("model.n_dense_layers", f"exceeds n_layers ({self.n_layers}).")
+        self._check_pattern()
         return self
+
+    def _check_pattern(self) -> None:
+        """A hybrid pattern names each layer once, with symbols Megatron-Core knows, and its MoE
+        layers are exactly the model's (`E` needs experts, experts need an `E`)."""
+        pattern = self.layer_pattern
+        if pattern is None:
+            if self.mamba_heads is not None:
+                raise TrainrigError("model.mamba_heads", "applies to Mamba layers; give a layer_pattern with M.")
+            return
+        unknown = sorted(set(pattern) - set(LAYER_SYMBOLS))
+        if unknown:
+            raise TrainrigError("model.layer_pattern", f"has unknown symbol(s) {''.join(unknown)!r}; use M (Mamba-2),"
+                                " * (attention), - (MLP) and E (MoE).")
+        if len(pattern) != self.n_layers:
+            raise TrainrigError("model.layer_pattern", f"has {len(pattern)} symbols but n_layers is {self.n_layers};"
+                                " each layer is one symbol.")
+        if ("E" in pattern) != self.is_moe:
+            raise TrainrigError("model.layer_pattern", "has E layers but n_experts is 0." if "E" in pattern
+                                else "has no E layer for the model's experts.")
+        if self.n_dense_layers:
+            raise TrainrigError("model.n_dense_layers", "does not apply with a layer_pattern, which places the"
+                                " MLP and MoE layers itself.")
+        if "M" in pattern and self.mamba_heads is None and 2 * self.hidden % self.mamba_head_dim:
+            raise TrainrigError("model.mamba_heads", "is unset and 2 × hidden is not a multiple of mamba_head_dim.")
+        if "M" in pattern and self.mamba_heads_count % self.mamba_groups:
+            raise TrainrigError("model.mamba_groups", f"must divide the {self.mamba_heads_count} Mamba heads.")
 
     def _check_latent_attention(self) -> None:
         """MLA's fields come together: a latent, its rotary part inside an explicit head width."""
@@ -177,8 +228,64 @@ class ModelSpec(FrozenSpec):
         return self.n_experts > 0
 
     @property
+    def is_hybrid(self) -> bool:
+        """Layers given one block each by `layer_pattern` (else attention + MLP per layer)."""
+        return self.layer_pattern is not None
+
+    @property
     def n_moe_layers(self) -> int:
+        if self.is_hybrid:
+            return self.layer_pattern.count("E")
         return self.n_layers - self.n_dense_layers if self.is_moe else 0
+
+    @property
+    def n_attention_layers(self) -> int:
+        """Layers with self-attention: all of them, or a pattern's `*`."""
+        return self.layer_pattern.count("*") if self.is_hybrid else self.n_layers
+
+    @property
+    def n_mamba_layers(self) -> int:
+        """A pattern's Mamba-2 mixers (`M`)."""
+        return self.layer_pattern.count("M") if self.is_hybrid else 0
+
+    @property
+    def n_dense_mlp_layers(self) -> int:
+        """Layers with a dense MLP: those without MoE, or a pattern's `-`."""
+        return self.layer_pattern.count("-") if self.is_hybrid else self.n_layers - self.n_moe_layers
+
+    @property
+    def n_blocks(self) -> int:
+        """Pre-norm residual blocks: two per transformer layer (attention, MLP), one per pattern symbol."""
+        return self.n_layers if self.is_hybrid else 2 * self.n_layers
+
+    @property
+    def mamba_heads_count(self) -> int:
+        return self.mamba_heads or 2 * self.hidden // self.mamba_head_dim
+
+    @property
+    def mamba_inner(self) -> int:
+        """Mamba-2 inner width d_inner = heads × head width (2 × hidden when heads are unset)."""
+        return self.mamba_heads * self.mamba_head_dim if self.mamba_heads else 2 * self.hidden
+
+    @property
+    def mamba_bc_width(self) -> int:
+        """Width of B and C together: 2 × groups × state size."""
+        return 2 * self.mamba_groups * self.mamba_state_dim
+
+    @property
+    def mamba_in_proj_width(self) -> int:
+        """Outputs of a Mamba-2 mixer's input projection: z and x (d_inner each), B and C, and one dt
+        per head (Dao & Gu 2024 §7.1; Megatron-Core MambaMixer.in_proj)."""
+        return 2 * self.mamba_inner + self.mamba_bc_width + self.mamba_heads_count
+
+    @property
+    def mamba_params_per_layer(self) -> int:
+        """One Mamba-2 mixer: in and out projections, the depthwise convolution (weights and bias)
+        over x, B and C, A, D and dt's bias per head, and the gated RMSNorm over d_inner (Megatron-Core
+        MambaMixer; Nemotron-H's Hugging Face modeling code). Its pre-norm is counted with the norms."""
+        conv = (self.mamba_inner + self.mamba_bc_width) * (self.mamba_conv_kernel + 1)
+        projections = self.hidden * self.mamba_in_proj_width + self.mamba_inner * self.hidden
+        return projections + conv + 3 * self.mamba_heads_count + self.mamba_inner
 
     @property
     def expert_ffn(self) -> int:
@@ -260,13 +367,13 @@ class ModelSpec(FrozenSpec):
 
     @property
     def layer_params(self) -> int:
-        """All transformer-block parameters (every layer, both norms included)."""
-        norms = 2 * self.norm_params * self.n_layers
-        attention = self.attention_params_per_layer * self.n_layers
-        dense_layers = self.n_layers - self.n_moe_layers
-        mlp = dense_layers * self.mlp_params(self.ffn_hidden)
+        """All block parameters (every layer, its norms included)."""
+        norms = self.norm_params * self.n_blocks
+        attention = self.attention_params_per_layer * self.n_attention_layers
+        mamba = self.mamba_params_per_layer * self.n_mamba_layers
+        mlp = self.n_dense_mlp_layers * self.mlp_params(self.ffn_hidden)
         mlp += self.n_moe_layers * self.moe_mlp_params_per_layer
-        return norms + attention + mlp
+        return norms + attention + mamba + mlp
 
     @property
     def embedding_params(self) -> int:

@@ -1,0 +1,93 @@
+"""Mamba-2 mixers of a hybrid model (ModelSpec.layer_pattern `M`): FLOPs, GEMMs, memory-bound
+bytes, saved activations and kernels of one mixer, as Megatron-Core's MambaMixer runs it.
+
+A mixer projects the normed hidden state to z, x, B, C and dt (in_proj, split over TP by heads and
+groups), runs a causal depthwise convolution over x, B and C, the SSD scan, a gated RMSNorm with z,
+and out_proj back to the hidden width (Dao & Gu 2024, "Transformers are SSMs", §7; Megatron-Core
+megatron/core/ssm/mamba_mixer.py). The SSD scan over chunks of Q tokens (ibid. §6, mamba_ssm
+ops/triton/ssd_combined.py) is four batched matrix products per chunk — C·Bᵀ per group, the
+chunk's state Bᵀ·x per head, and the output from the masked scores and from the incoming state —
+plus a recurrence that passes each head's N × P state, in fp32, from chunk to chunk.
+
+Training runs mamba_ssm's memory-efficient path (Megatron-Core `use_mem_eff_path`, the default),
+`mamba_split_conv1d_scan_combined` at its default checkpoint level: the forward keeps the in_proj
+output and the gated norm's output; the backward recomputes the convolution, the scan's states and
+its output. All functions take one micro-batch's `tokens` on one GPU and vectorize over `Inputs`.
+"""
+
+from __future__ import annotations
+
+from trainrig.estimate import ops
+from trainrig.estimate.inputs import Inputs
+
+__all__ = ["gemm_flops_per_token", "scan_flops_per_token", "scan_gemms", "elementwise_bytes_per_token",
+           "saved_bytes_per_token", "FORWARD_KERNELS", "BACKWARD_KERNELS"]
+
+# Kernels of one mixer's forward beside its two linears and its block's norm and residual add:
+# causal_conv1d, then ssd_combined's _chunk_cumsum, _chunk_state, _state_passing, _bmm_chunk and
+# _chunk_scan, then the gated RMSNorm (mamba_ssm ops/triton/ssd_combined.py, layernorm_gated.py).
+FORWARD_KERNELS = 7.0
+# The backward's: the recomputed convolution, chunk states and state passing, then the gradient
+# kernels of the scan (_chunk_scan_chunk_state_bwd_dx, _chunk_scan_bwd_dC, _chunk_scan_bwd_dstates,
+# _state_passing_bwd, _chunk_state_bwd_db, _bmm_chunk_bwd, _chunk_scan_bwd_ddAcs_stable,
+# _chunk_cumsum_bwd), of the gated norm and of the convolution (ssd_combined.py
+# _mamba_chunk_scan_combined_bwd, mamba_split_conv1d_scan_combined's backward).
+BACKWARD_KERNELS = 13.0
+# fp32 bytes per state element the forward moves: _chunk_state writes it, _state_passing reads and
+# rewrites it, _chunk_scan reads it (states are float32 in mamba_ssm's SSD kernels); the backward
+# recomputes them and passes their gradients back alike, twice that.
+STATE_BYTES_FORWARD = 4.0 * 4
+
+
+def gemm_flops_per_token(x: Inputs):
+    """Forward FLOPs of one mixer's in_proj and out_proj per token."""
+    return 2 * x.hidden * x.mamba_in_width + 2 * x.mamba_inner * x.hidden
+
+
+def scan_flops_per_token(x: Inputs):
+    """Forward FLOPs of one mixer's convolution and SSD scan per token, the four chunk products
+    counted over the whole chunk (not halved for the causal mask, as attention's are): C·Bᵀ
+    2QNG, the chunk state 2NPH, the intra-chunk output 2QPH and the state's contribution 2NPH
+    (Dao & Gu 2024 §6.3: the SSD algorithm's cost); the convolution 2K per channel of x, B and C."""
+    q, n, p = x.mamba_chunk, x.mamba_state, x.mamba_head_dim
+    scan = 2 * q * n * x.mamba_groups + 4 * n * p * x.mamba_heads + 2 * q * p * x.mamba_heads
+    conv = 2 * x.mamba_conv * (x.mamba_inner + 2 * x.mamba_groups * n)
+    return scan + conv
+
+
+def scan_gemms(x: Inputs, tokens):
+    """The SSD scan's forward products on one GPU as (m, n, k, batch): heads and groups split over
+    TP, one product per chunk of `mamba_chunk` tokens."""
+    q, n, p = x.mamba_chunk, x.mamba_state, x.mamba_head_dim
+    chunks = ops.maximum(tokens / q, 1.0)
+    heads, groups = chunks * x.mamba_heads / x.tp, chunks * ops.maximum(x.mamba_groups / x.tp, 1.0)
+    return [(q, q, n, groups),   # C·Bᵀ within the chunk, per group
+            (n, p, q, heads),    # the chunk's state Bᵀ·x
+            (q, p, q, heads),    # the masked scores times x
+            (q, p, n, heads)]    # C times the incoming state
+
+
+def gradient_gemms(shape):
+    """The two gradient products of a forward product C[m,n] = A[m,k]·B[k,n]: dA = dC·Bᵀ and
+    dB = Aᵀ·dC, each as many FLOPs as the forward."""
+    m, n, k, batch = shape
+    return [(m, k, n, batch), (k, n, m, batch)]
+
+
+def elementwise_bytes_per_token(x: Inputs, e):
+    """HBM bytes one mixer's memory-bound work moves per token in the forward on one GPU (backward
+    ≈ 2×, as for every layer): the convolution reads and writes x, B and C; the gated norm reads
+    the scan output and z and writes its output; the chunk states go through HBM in fp32
+    (STATE_BYTES_FORWARD per element, N·P per head and chunk); dt's softplus and cumulative sums
+    read and write a few fp32 values per head."""
+    channels = (x.mamba_inner + 2 * x.mamba_groups * x.mamba_state) / x.tp
+    states = STATE_BYTES_FORWARD * x.mamba_heads / x.tp * x.mamba_state * x.mamba_head_dim / x.mamba_chunk
+    return 2 * e * channels + 3 * e * x.mamba_inner / x.tp + states + 12 * x.mamba_heads / x.tp
+
+
+def saved_bytes_per_token(x: Inputs, e, linear_input):
+    """Bytes one mixer keeps for its backward per token on one GPU, beyond its block's norm input
+    and in_proj input: the in_proj output (z, x, B, C, dt), the gated norm's output that out_proj
+    reads (`linear_input`: bytes per element a linear's input costs), and the norm's fp32 reciprocal
+    deviation per group. The memory-efficient path recomputes the convolution and scan outputs."""
+    return (e * x.mamba_in_width + linear_input * x.mamba_inner + 4 * x.mamba_groups) / x.tp
