@@ -85,7 +85,7 @@ def _hybrid_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, gemm):
 def _overlap_tools(x: Inputs, p: ModelParameters, nbytes, group):
     """The three ways a TP collective runs beside a GEMM (see _tensor_parallel_overlapped_s):
     ring exchange, pipelined reduce-scatter and bulk."""
-    gather = comm.all_gather_time_s(nbytes, group)
+    gather = comm.all_gather_time_s(nbytes, group)  # a reduce-scatter of the same bytes takes as long
     n, splits = x.tp, p.tp_overlap_rs_splits
     sm_share = ops.minimum(p.tp_overlap_comm_sms / x.compute_units, 0.5)
     piece = comm.reduce_scatter_time_s(nbytes / splits, group)
@@ -164,22 +164,7 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     up = x.mlp_matrices - 1
     fc1_share = up / (up + 1)
     wgrad_share = ops.where(x.method == 0, 0.5, 0.0)  # frozen bases compute no weight gradient
-    gather = comm.all_gather_time_s(nbytes, group)  # a reduce-scatter of the same bytes takes as long
-    n = x.tp
-    sm_share = ops.minimum(p.tp_overlap_comm_sms / x.compute_units, 0.5)
-    splits = p.tp_overlap_rs_splits
-    piece = comm.reduce_scatter_time_s(nbytes / splits, group)
-
-    def ring(gemm_s):
-        return ops.maximum(gather - gemm_s * (n - 1) / n, 0.0)
-
-    def pipelined(gemm_s):
-        slowed = gemm_s / (1 - sm_share)
-        return piece + (splits - 1) * ops.maximum(piece - slowed / splits, 0.0) + (slowed - gemm_s)
-
-    def bulk(gemm_s):
-        return _beside_s(gather, gemm_s, sm_share)
-
+    ring, pipelined, bulk = _overlap_tools(x, p, nbytes, group)
     after_down = pipelined(mlp_fwd * (1 - fc1_share))  # the reduce-scatter after FC2
     forward = (ring(attention_fwd * qkv_share) + pipelined(attention_fwd * (1 - qkv_share))
                + ring(mlp_fwd * fc1_share) + after_down)
