@@ -339,8 +339,8 @@ def _hybrid_assumptions(job: Job) -> list[str]:
     model, t = job.model, job.training
     if not model.n_mamba_layers:
         return []
-    said = ["Mamba-2 layers run Megatron-Core's memory-efficient path (mamba_ssm's fused conv1d + SSD scan,"
-            " its output recomputed in the backward; Triton kernels)"]
+    said = ["Mamba-2 layers run Megatron-Core's memory-efficient path (mamba_ssm's fused conv1d + SSD scan in"
+            " Triton kernels; the backward recomputes the convolution and the chunk states)"]
     if t.cp > 1:
         said.append("context parallelism's exchange in the Mamba layers is not counted (attention layers' only)")
     if t.method != "full":

@@ -9,10 +9,12 @@ ops/triton/ssd_combined.py) is four batched matrix products per chunk — C·B�
 chunk's state Bᵀ·x per head, and the output from the masked scores and from the incoming state —
 plus a recurrence that passes each head's N × P state, in fp32, from chunk to chunk.
 
-Training runs mamba_ssm's memory-efficient path (Megatron-Core `use_mem_eff_path`, the default),
-`mamba_split_conv1d_scan_combined` at its default checkpoint level: the forward keeps the in_proj
-output and the gated norm's output; the backward recomputes the convolution, the scan's states and
-its output. All functions take one micro-batch's `tokens` on one GPU and vectorize over `Inputs`.
+Training runs mamba_ssm's memory-efficient path (Megatron-Core `use_mamba_mem_eff_path`, the
+default), `mamba_split_conv1d_scan_combined`, then Megatron-Core's own RMSNorm and out_proj
+(mamba_mixer.py `ssm_training`): the fused function keeps the in_proj output and the scan's output
+(ssd_combined.py `ctx.save_for_backward(zxbcdt, …, out_x, …)`), and its backward recomputes the
+convolution and the chunk states (`_chunk_state_fwd`, `_state_passing_fwd` again) before the
+gradient kernels. All functions take one micro-batch's `tokens` on one GPU and vectorize over `Inputs`.
 """
 
 from __future__ import annotations
@@ -87,7 +89,8 @@ def elementwise_bytes_per_token(x: Inputs, e):
 
 def saved_bytes_per_token(x: Inputs, e, linear_input):
     """Bytes one mixer keeps for its backward per token on one GPU, beyond its block's norm input
-    and in_proj input: the in_proj output (z, x, B, C, dt), the gated norm's output that out_proj
-    reads (`linear_input`: bytes per element a linear's input costs), and the norm's fp32 reciprocal
-    deviation per group. The memory-efficient path recomputes the convolution and scan outputs."""
-    return (e * x.mamba_in_width + linear_input * x.mamba_inner + 4 * x.mamba_groups) / x.tp
+    and in_proj input: the in_proj output (z, x, B, C, dt) and the scan's output, which the fused
+    function saves; the norm's input (the scan's gated output) and its fp32 reciprocal deviation per
+    group; the norm's output that out_proj reads (`linear_input`: bytes per element a linear's input
+    costs). The convolution's output is recomputed."""
+    return (e * (x.mamba_in_width + 2 * x.mamba_inner) + linear_input * x.mamba_inner + 4 * x.mamba_groups) / x.tp
