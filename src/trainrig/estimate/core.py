@@ -353,10 +353,10 @@ def _mamba_gemms(batch: GemmBatch, x: Inputs, tokens):
 
 def _mamba_passes(passes, t, linears, scan, gradients):
     """(forward, backward, of which the weight gradients) of a mixer: its linears and the scan's
-    products; the backward computes the chunk states again (mamba.py: the memory-efficient path
-    recomputes them) beside the gradient products."""
+    products; the backward computes C·Bᵀ and the chunk states again (mamba.py: the memory-efficient
+    path recomputes them) beside the gradient products."""
     forward, backward, weight_grads = passes(linears)
-    chunk_states = t[scan[1]]  # mamba.scan_gemms: Bᵀ·x, the chunk's state
+    chunk_states = t[scan[0]] + t[scan[1]]  # mamba.scan_gemms: C·Bᵀ and Bᵀ·x, the chunk's state
     scan_s = ops.total(t[g] for g in scan)
     return forward + scan_s, backward + chunk_states + ops.total(t[g] for g in gradients), weight_grads
 

@@ -13,8 +13,9 @@ Training runs mamba_ssm's memory-efficient path (Megatron-Core `use_mamba_mem_ef
 default), `mamba_split_conv1d_scan_combined`, then Megatron-Core's own RMSNorm and out_proj
 (mamba_mixer.py `ssm_training`): the fused function keeps the in_proj output and the scan's output
 (ssd_combined.py `ctx.save_for_backward(zxbcdt, …, out_x, …)`), and its backward recomputes the
-convolution and the chunk states (`_chunk_state_fwd`, `_state_passing_fwd` again) before the
-gradient kernels. All functions take one micro-batch's `tokens` on one GPU and vectorize over `Inputs`.
+convolution, C·Bᵀ and the chunk states (`_bmm_chunk_fwd`, `_chunk_state_fwd`, `_state_passing_fwd`
+again) before the gradient kernels. All functions take one micro-batch's `tokens` on one GPU and
+vectorize over `Inputs`.
 """
 
 from __future__ import annotations
@@ -23,22 +24,27 @@ from trainrig.estimate import ops
 from trainrig.estimate.inputs import Inputs
 
 __all__ = ["gemm_flops_per_token", "scan_flops_per_token", "scan_gemms", "elementwise_bytes_per_token",
-           "saved_bytes_per_token", "FORWARD_KERNELS", "BACKWARD_KERNELS"]
+           "saved_bytes_per_token", "state_bytes_forward", "FORWARD_KERNELS", "BACKWARD_KERNELS"]
 
 # Kernels of one mixer's forward beside its two linears and its block's norm and residual add:
 # causal_conv1d, then ssd_combined's _chunk_cumsum, _chunk_state, _state_passing, _bmm_chunk and
 # _chunk_scan, then the gated RMSNorm (mamba_ssm ops/triton/ssd_combined.py, layernorm_gated.py).
 FORWARD_KERNELS = 7.0
-# The backward's: the recomputed convolution, chunk states and state passing, then the gradient
-# kernels of the scan (_chunk_scan_chunk_state_bwd_dx, _chunk_scan_bwd_dC, _chunk_scan_bwd_dstates,
-# _state_passing_bwd, _chunk_state_bwd_db, _bmm_chunk_bwd, _chunk_scan_bwd_ddAcs_stable,
-# _chunk_cumsum_bwd), of the gated norm and of the convolution (ssd_combined.py
+# The backward's: the recomputed convolution; the SSD backward's 16 with the gate z in the scan
+# (4 recomputed: _chunk_cumsum, _bmm_chunk, _chunk_state, _state_passing; 12 gradient kernels:
+# _chunk_scan_bwd_dz, _dstates, _state_passing_bwd, _chunk_scan_chunk_state_bwd_dx,
+# _chunk_state_bwd_db, _chunk_scan_bwd_dC, _dcb, _bmm_chunk_bwd twice, _ddAcs_stable,
+# _chunk_cumsum_bwd); the convolution's and the norm's backward (ssd_combined.py
 # _mamba_chunk_scan_combined_bwd, mamba_split_conv1d_scan_combined's backward).
-BACKWARD_KERNELS = 13.0
-# fp32 bytes per state element the forward moves: _chunk_state writes it, _state_passing reads and
-# rewrites it, _chunk_scan reads it (states are float32 in mamba_ssm's SSD kernels); the backward
-# recomputes them and passes their gradients back alike, twice that.
-STATE_BYTES_FORWARD = 4.0 * 4
+BACKWARD_KERNELS = 19.0
+
+
+def state_bytes_forward(e):
+    """Bytes per chunk-state element the forward moves: _chunk_state writes it in fp32 (4),
+    _state_passing reads that (4) and writes it in the activation dtype (`e`: its out_dtype is C's,
+    or `state_dtype`), _chunk_scan reads that (`e`); the backward recomputes the states and passes
+    their gradients back alike, about twice that."""
+    return 4.0 + 4.0 + 2 * e
 
 
 def gemm_flops_per_token(x: Inputs):
@@ -79,11 +85,11 @@ def gradient_gemms(shape):
 def elementwise_bytes_per_token(x: Inputs, e):
     """HBM bytes one mixer's memory-bound work moves per token in the forward on one GPU (backward
     ≈ 2×, as for every layer): the convolution reads and writes x, B and C; the gated norm reads
-    the scan output and z and writes its output; the chunk states go through HBM in fp32
-    (STATE_BYTES_FORWARD per element, N·P per head and chunk); dt's softplus and cumulative sums
+    the scan output and z and writes its output; the chunk states go through HBM
+    (`state_bytes_forward` per element, N·P per head and chunk); dt's softplus and cumulative sums
     read and write a few fp32 values per head."""
     channels = (x.mamba_inner + 2 * x.mamba_groups * x.mamba_state) / x.tp
-    states = STATE_BYTES_FORWARD * x.mamba_heads / x.tp * x.mamba_state * x.mamba_head_dim / x.mamba_chunk
+    states = state_bytes_forward(e) * x.mamba_heads / x.tp * x.mamba_state * x.mamba_head_dim / x.mamba_chunk
     return 2 * e * channels + 3 * e * x.mamba_inner / x.tp + states + 12 * x.mamba_heads / x.tp
 
 
