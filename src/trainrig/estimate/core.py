@@ -328,8 +328,7 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, with_op_level: bool = True) -> 
         moe = tuple(ops.where(x.n_moe_layers > 0, ops.total((routed, ops.where(has_shared, common, 0.0), gate)), 0.0)
                     for routed, common, gate in blocks)
     return {"attention": passes(attention), "dense_mlp": passes(dense), "moe_mlp": moe, "logits": passes(logits),
-            "mamba": (0.0, 0.0, 0.0) if mixer is None else _mamba_passes(passes, t, *mixer),
-            "mamba_linears": (0.0, 0.0, 0.0) if mixer is None else passes(mixer[0]),
+            **_mamba_entries(passes, t, mixer),
             "attention_core": attention_time_s(tokens, x.n_heads / x.tp, x, p),
             "op_recompute": (0.0, 0.0, 0.0) if redone is None else tuple(t[g] for g in redone),
             "mtp_projection": passes(mtp_projection) if mtp_projection else (0.0, 0.0, 0.0),
@@ -351,14 +350,19 @@ def _mamba_gemms(batch: GemmBatch, x: Inputs, tokens):
     return linears, scan, gradients
 
 
-def _mamba_passes(passes, t, linears, scan, gradients):
-    """(forward, backward, of which the weight gradients) of a mixer: its linears and the scan's
-    products; the backward computes C·Bᵀ and the chunk states again (mamba.py: the memory-efficient
-    path recomputes them) beside the gradient products."""
-    forward, backward, weight_grads = passes(linears)
+def _mamba_entries(passes, t, mixer):
+    """The mixer's "mamba" and "mamba_linears" entries, each (forward, backward, of which the
+    weight gradients): the whole mixer, its linears and the scan's products, and the linears alone.
+    The backward computes C·Bᵀ and the chunk states again (mamba.py: the memory-efficient path
+    recomputes them) beside the gradient products. Zero without a mixer."""
+    if mixer is None:
+        return {"mamba": (0.0, 0.0, 0.0), "mamba_linears": (0.0, 0.0, 0.0)}
+    linears, scan, gradients = mixer
+    forward, backward, weight_grads = linear_passes = passes(linears)
     chunk_states = t[scan[0]] + t[scan[1]]  # mamba.scan_gemms: C·Bᵀ and Bᵀ·x, the chunk's state
     scan_s = ops.total(t[g] for g in scan)
-    return forward + scan_s, backward + chunk_states + ops.total(t[g] for g in gradients), weight_grads
+    whole = (forward + scan_s, backward + chunk_states + ops.total(t[g] for g in gradients), weight_grads)
+    return {"mamba": whole, "mamba_linears": linear_passes}
 
 
 def _mla_attention(batch: GemmBatch, x: Inputs, tokens, output, ordinary):

@@ -143,12 +143,12 @@ def _kernels_per_layer(x: Inputs, p: ModelParameters):
     if module_recompute.lists_modules(x):
         modules = modules + module_recompute.redone_kernels(x)
     selective = ops.where(op_level_recompute(x), op_level.redone_kernels(x), modules)
-    # an early-stopping checkpoint skips the dense MLP's down projection and the residual add after it
-    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * 2 * x.dense_share)
     if ops.any(x.hybrid > 0):
         hybrid = _hybrid_kernels(x, attention, tp_collectives, selective)
-        forward, backward, selective, full = (ops.where(x.hybrid > 0, h, t) for h, t in zip(
-            hybrid, (forward, backward, selective, full), strict=True))
+        forward, backward, selective = (ops.where(x.hybrid > 0, h, t) for h, t in zip(
+            hybrid, (forward, backward, selective), strict=True))
+    # an early-stopping checkpoint skips the dense MLP's down projection and the residual add after it
+    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * 2 * x.dense_share)
     recompute = ops.where(x.recompute == 2, full, ops.where(x.recompute == 1, selective, 0.0))
     return forward, backward + recompute
 
@@ -157,7 +157,7 @@ def _hybrid_kernels(x: Inputs, attention, tp_collectives, selective):
     """`_kernels_per_layer` for a hybrid, one block per layer weighted by its share: each block its
     norm, residual add and half a transformer layer's TP collectives; attention its linears, core
     and rotary; an MLP its linears and activation (an MoE one the MoE kernels); a Mamba-2 mixer its
-    two linears and its scan's kernels (mamba.py). Returns (forward, backward, selective, full)."""
+    two linears and its scan's kernels (mamba.py). Returns (forward, backward, selective)."""
     block = 2.0 + tp_collectives / 2
     attention_block = x.qkv_linears + 1 + attention + 2 * x.rope + _mla_kernels(x) + block
     mlp_block = x.mlp_input_linears + 1 + 1 + block
@@ -167,8 +167,7 @@ def _hybrid_kernels(x: Inputs, attention, tp_collectives, selective):
     weight_grads = ops.where(x.method == 0, x.linears_per_layer, 0.0)
     backward = (forward + weight_grads + x.attention_share * ops.where(x.flash_attention > 0, 1.0, 2.0)
                 + x.mamba_share * (mamba.BACKWARD_KERNELS - mamba.FORWARD_KERNELS))
-    full = x.full_recompute_share * (forward - x.checkpoint_early_stop * 2 * x.dense_share)
-    return forward, backward, x.attention_share * selective, full
+    return forward, backward, x.attention_share * selective
 
 
 def _elementwise_kernels(x: Inputs):

@@ -261,8 +261,9 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     hybrid = x.hybrid > 0
     if ops.any(hybrid):  # one block per layer, each with its own norm: weighted by the layers' shares
         block_in = (norm_in + x.dropout) * x.hidden / rep  # the block's norm input and residual dropout mask
-        mixer_in = linear_input(ops.where(keeps_input, 1.0, 0.0)) * x.hidden / rep  # in_proj's input
-        mixer = block_in + mixer_in + mamba.saved_bytes_per_token(x, e, linear_input(ops.where(keeps_input, 1.0, 0.0)))
+        linear_in = linear_input(ops.where(keeps_input, 1.0, 0.0))
+        mixer_in = linear_in * x.hidden / rep  # in_proj's input
+        mixer = block_in + mixer_in + mamba.saved_bytes_per_token(x, e, linear_in)
         attention_block = block_in + attention_norm_output * x.hidden / rep + attention + o_input + scores + lse
         mlp_blocks = (x.mlp_share * (block_in + mlp_norm_output * x.hidden / rep)
                       + x.dense_share * dense_mlp + moe_fraction * moe_mlp)
@@ -288,7 +289,7 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     reduce_scattered = ops.where((x.tp > 1) & (x.sequence_parallel_active > 0), 2 * e * x.hidden / x.tp, 0.0)
     op_set = (e * x.hidden / rep + e * (kept_projections + out_local) + lse + reduce_scattered
               + x.dense_share * dense_op_mlp + moe_fraction * moe_mlp)
-    whole = ops.where(op_level & full & (x.hybrid == 0), tokens * op_set, whole)  # (not for hybrids)
+    whole = ops.where(op_level & full, tokens * op_set, whole)  # (op_level_recompute: not for hybrids)
     kept = whole
     if module_recompute.lists_modules(x):  # Megatron-Core's recompute_modules beside core_attn
         parts = {"mla_qkv": qkv, "attention_norm": attention_norm_output * x.hidden / rep,

@@ -68,18 +68,30 @@ def _hybrid_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, gemm):
     an MLP block is the layers' average of dense and MoE. Op-level and module recompute are not
     counted here."""
     moe = x.n_moe_layers / x.n_layers
-    mlp_share = ops.maximum(x.mlp_share, 1e-30)
-    mlp = [(x.dense_share * gemm["dense_mlp"][i] + moe * gemm["moe_mlp"][i]) / mlp_share for i in (0, 1)]
-    up = x.mlp_matrices - 1
-    blocks = ((x.attention_share, gemm["attention"], 1 - x.n_heads * x.v_head_dim * x.hidden
-               / attention_projection_weights(x)),
-              (x.mlp_share, mlp, up / (up + 1)),
+    mlp = [ops.divide(x.dense_share * gemm["dense_mlp"][i] + moe * gemm["moe_mlp"][i], x.mlp_share, default=0.0)
+           for i in (0, 1)]
+    qkv_share, fc1_share = _input_linear_shares(x)
+    blocks = ((x.attention_share, gemm["attention"], qkv_share),
+              (x.mlp_share, mlp, fc1_share),
               (x.mamba_share, gemm["mamba_linears"],
                x.mamba_in_width / ops.maximum(x.mamba_in_width + x.mamba_inner, 1.0)))
     tools = _overlap_tools(x, p, nbytes, group)
-    total = ops.total(share * _block_overlapped_s(x, tools, times[0], times[1], in_share)
-                      for share, times, in_share in blocks)
-    return total
+    return ops.total(share * _block_overlapped_s(x, tools, times[0], times[1], in_share)
+                     for share, times, in_share in blocks)
+
+
+def _input_linear_shares(x: Inputs):
+    """The input linear's share of a block's GEMM FLOPs: QKV against proj (MLA's replicated down
+    projections counted as if split: their share is small), FC1 against FC2."""
+    qkv_share = 1 - x.n_heads * x.v_head_dim * x.hidden / attention_projection_weights(x)
+    up = x.mlp_matrices - 1
+    return qkv_share, up / (up + 1)
+
+
+def _weight_gradient_share(x: Inputs):
+    """A backward's weight-gradient half (equal FLOPs to the input gradient); frozen bases compute
+    no weight gradient."""
+    return ops.where(x.method == 0, 0.5, 0.0)
 
 
 def _overlap_tools(x: Inputs, p: ModelParameters, nbytes, group):
@@ -107,7 +119,7 @@ def _block_overlapped_s(x: Inputs, tools, forward_s, backward_s, in_share):
     """One block's overlapped TP traffic, forward, backward and a full recompute's forward again:
     `in_share` of its GEMM time is the input linear's."""
     ring, pipelined, bulk = tools
-    wgrad_share = ops.where(x.method == 0, 0.5, 0.0)
+    wgrad_share = _weight_gradient_share(x)
     forward = ring(forward_s * in_share) + pipelined(forward_s * (1 - in_share))
     backward = ring(backward_s * (1 - in_share) * (1 - wgrad_share)) + bulk(backward_s * in_share * wgrad_share)
     return forward + backward + ops.where(x.recompute == 2, x.full_recompute_share * forward, 0.0)
@@ -158,12 +170,8 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     moe = x.n_moe_layers / x.n_layers
     attention_fwd, attention_bwd, _ = gemm["attention"]
     mlp_fwd, mlp_bwd = (x.dense_share * gemm["dense_mlp"][i] + moe * gemm["moe_mlp"][i] for i in (0, 1))
-    # the input side's share of the block's GEMM FLOPs (MLA's replicated down projections counted
-    # as if split: their share is small)
-    qkv_share = 1 - x.n_heads * x.v_head_dim * x.hidden / attention_projection_weights(x)
-    up = x.mlp_matrices - 1
-    fc1_share = up / (up + 1)
-    wgrad_share = ops.where(x.method == 0, 0.5, 0.0)  # frozen bases compute no weight gradient
+    qkv_share, fc1_share = _input_linear_shares(x)
+    wgrad_share = _weight_gradient_share(x)
     ring, pipelined, bulk = _overlap_tools(x, p, nbytes, group)
     after_down = pipelined(mlp_fwd * (1 - fc1_share))  # the reduce-scatter after FC2
     forward = (ring(attention_fwd * qkv_share) + pipelined(attention_fwd * (1 - qkv_share))
