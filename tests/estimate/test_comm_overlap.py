@@ -228,3 +228,43 @@ def test_a_ring_takes_its_fastest_protocol_whichever_path_times_it(mapping):
         timed = comm._ring_s(rows, group)
         assert np.allclose(timed, [fastest(s) for s in rows], rtol=1e-15, atol=0), rows[0]
         assert all(float(comm._ring_s(float(s), group)) == pytest.approx(fastest(s), rel=1e-15) for s in rows)
+
+
+def _zero1_dp_comm_s(framework, n_gpus, **values):
+    model = load_model(LLAMA_8B).model_dump()
+    job = make_job(model, hardware={"n_gpus": n_gpus, "inter_node": "ib-ndr"},
+                   training={"framework": framework, "zero": 1, "seq_len": 4096, "global_batch": 2 * n_gpus})
+    x = inputs_from_job(job, P)
+    return float(evaluate(x.with_values(**values) if values else x, P).step_parts_s["dp_comm"])
+
+
+def test_megatron_buckets_grow_with_the_data_parallel_group():
+    # max(4e7, 1e6 · dp): at dp 8 the floor holds, so the growth rule changes nothing
+    assert _zero1_dp_comm_s("megatron", 8) == _zero1_dp_comm_s("megatron", 8, dp_bucket_elements_per_rank=0.0)
+    # at dp 256 a fixed 4e7 bucket cuts the 8B model into ~200 collectives, each paying the ring's latency
+    # over 256 ranks; buckets of 2.56e8 elements pay it ~32 times
+    grown, fixed = _zero1_dp_comm_s("megatron", 256), _zero1_dp_comm_s("megatron", 256, dp_bucket_elements_per_rank=0.0)
+    assert grown < fixed
+
+
+def test_overlapped_param_gather_hides_under_the_first_forward_but_not_its_first_bucket():
+    exposed = _zero1_dp_comm_s("megatron", 64)
+    overlapped = _zero1_dp_comm_s("megatron", 64, dp_param_gather_overlap=1.0)
+    assert 0 < overlapped < exposed
+    # NeMo and Megatron-Bridge overlap it, in fixed buckets of 128·2^20 parameters
+    as_nemo = _zero1_dp_comm_s("megatron", 64, dp_param_gather_overlap=1.0, dp_bucket_elements=128 * 2.0**20,
+                               dp_bucket_elements_per_rank=0.0)
+    assert _zero1_dp_comm_s("nemo", 64) == pytest.approx(as_nemo, rel=1e-12)
+    assert as_nemo != overlapped
+
+
+def test_the_bucket_rule_and_the_gather_overlap_are_named():
+    model = load_model(LLAMA_8B).model_dump()
+
+    def said(framework):
+        job = make_job(model, hardware={"n_gpus": 16, "inter_node": "ib-ndr"},
+                       training={"framework": framework, "zero": 1, "global_batch": 32})
+        return " | ".join(estimate(job).to_dict()["assumptions"])
+
+    assert "1e+06 × dp·cp" in said("megatron") and "after the optimizer step, exposed" in said("megatron")
+    assert "overlap_param_gather" in said("nemo") and "1.34e+08 elements" in said("nemo")

@@ -404,10 +404,28 @@ def _overlap_assumptions(job: Job, given: set[str]) -> list[str]:
     if job.model.is_moe and t.ep > 1:
         said.append(_expert_parallel_assumption(t, given))
     if t.dp_degree * t.cp > 1:
-        units = "one layer per gather and reduce-scatter" if t.zero >= 3 else "gradient buckets of dp_bucket_mb"
-        said.append(f"data-parallel traffic in {units} behind the compute, paying NCCL's ring latency over the"
-                    " group; the first gather and the last reduction are exposed")
+        said.append(_data_parallel_assumption(job))
     return said
+
+
+def _data_parallel_assumption(job: Job) -> str:
+    """How the data-parallel traffic is cut and what of it hides (traffic.data_parallel_exposed_s)."""
+    t, fw = job.training, job.framework
+    if t.zero >= 3:
+        units = "one layer per gather and reduce-scatter"
+    elif fw.dp_bucket_elements_per_rank:
+        units = (f"{fw.name}'s buckets of max({fw.dp_bucket_elements:.3g}, {fw.dp_bucket_elements_per_rank:.3g}"
+                 " × dp·cp) elements")
+    elif fw.dp_bucket_elements:
+        units = f"{fw.name}'s buckets of {fw.dp_bucket_elements:.3g} elements"
+    else:
+        units = "gradient buckets of dp_bucket_mb"
+    gather = ""
+    if t.zero in (1, 2):
+        gather = ("; the weight all-gather beside the next forward (overlap_param_gather)" if fw.dp_param_gather_overlap
+                  else "; the weight all-gather after the optimizer step, exposed")
+    return (f"data-parallel traffic in {units} behind the compute, paying NCCL's ring latency over the"
+            f" group; the first gather and the last reduction are exposed{gather}")
 
 
 def _cuda_graph_assumptions(job: Job) -> list[str]:

@@ -179,6 +179,8 @@ class Inputs:
     zero3_grad_shard_passes: Any  # ... and over this rank's shard of it (accumulation)
     zero3_step_extra_bytes: Any  # ZeRO-3 optimizer-step bytes per local parameter beyond the fused update
     dp_bucket_elements: Any  # framework's gradient bucket (elements); 0 = the model's dp_bucket_mb
+    dp_bucket_elements_per_rank: Any  # bucket growth per data-parallel rank (elements; 0: fixed)
+    dp_param_gather_overlap: Any  # 1: ZeRO-1/2's weight all-gather beside the next forward
     fsdp_unsharded_under_pp: Any  # 1 = FSDP keeps a stage's weights gathered, its gradients unsharded, under PP
     zero3_16bit_shard_copy: Any  # 1 = a 16-bit shard beside the fp32 master (DeepSpeed); 0 = FSDP
     fp8_all_gather: Any  # 1 = FSDP gathers the fp8 linears' weights in fp8 (see TrainingSpec)

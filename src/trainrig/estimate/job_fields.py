@@ -341,6 +341,8 @@ def training_fields(job: Job) -> dict[str, float]:
         zero3_grad_full_passes=fw.zero3_grad_full_passes, zero3_grad_shard_passes=fw.zero3_grad_shard_passes,
         zero3_step_extra_bytes=fw.zero3_step_extra_bytes,
         dp_bucket_elements=fw.dp_bucket_elements,
+        dp_bucket_elements_per_rank=fw.dp_bucket_elements_per_rank,
+        dp_param_gather_overlap=float(fw.dp_param_gather_overlap),
         fsdp_unsharded_under_pp=float(fw.fsdp_unsharded_under_pp),
         zero3_16bit_shard_copy=float(fw.zero3_16bit_shard_copy),
         fp8_all_gather=float(t.fp8_all_gather and t.precision == "fp8"),

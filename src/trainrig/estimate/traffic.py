@@ -390,7 +390,8 @@ def data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     the backward never hide.
 
     ZeRO-0: all-reduce of the gradients once per step, under the last micro-batch's backward.
-    ZeRO-1: reduce-scatter of gradients + all-gather of updated 16-bit weights, once per step.
+    ZeRO-1: reduce-scatter of gradients + all-gather of updated 16-bit weights, once per step; the
+    gather exposed, or beside the next step's first forward (`dp_param_gather_overlap`).
     ZeRO-2: reduce-scatter after every micro-batch's backward, all-gather once per step.
     ZeRO-3/FSDP: per micro-batch, per layer: gather weights for forward and again for backward,
     reduce-scatter gradients (Rajbhandari et al. 2020 §5).
@@ -435,9 +436,12 @@ def data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
     m = x.micro_batches
     bucket_mb_bytes = p.dp_bucket_mb * 2.0**20
 
+    # the framework's bucket of elements (DeepSpeed reduce_bucket_size; Megatron-Core's grows with
+    # the dp·cp group), else dp_bucket_mb
+    bucket_elements = ops.maximum(x.dp_bucket_elements, x.dp_bucket_elements_per_rank * x.dp * x.cp)
+
     def buckets(count_dense, count_expert, element_bytes):
-        # the framework's bucket of elements (DeepSpeed reduce_bucket_size), else dp_bucket_mb
-        bucket_bytes = ops.where(x.dp_bucket_elements > 0, x.dp_bucket_elements * element_bytes, bucket_mb_bytes)
+        bucket_bytes = ops.where(bucket_elements > 0, bucket_elements * element_bytes, bucket_mb_bytes)
         return ops.maximum(ops.ceil((count_dense + count_expert) * element_bytes / bucket_bytes), 1.0)
 
     def exposed(traffic, last_unit, window):
@@ -456,8 +460,10 @@ def data_parallel_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
                                grad_buckets)
         replicated, replicated_last = replicas_of(trainable_dense, trainable_expert, grad_buckets)
         total, last = total + replicated, last + replicated_last
-        gather, _ = units_of(comm.all_gather_time_s, trainable_dense, trainable_expert, x.weight_bytes,
-                             buckets(trainable_dense, trainable_expert, x.weight_bytes))
+        gather, first_gather = units_of(comm.all_gather_time_s, trainable_dense, trainable_expert, x.weight_bytes,
+                                        buckets(trainable_dense, trainable_expert, x.weight_bytes))
+        # overlap_param_gather: the gathers beside the next step's first forward, the first one exposed
+        gather = ops.where(x.dp_param_gather_overlap > 0, exposed(gather, first_gather, window_fwd), gather)
         zero1 = exposed(total, last, window_bwd) + gather
         zero2 = m * exposed(total, last, window_bwd) + gather
     if 3 in used:

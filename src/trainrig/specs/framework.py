@@ -108,6 +108,18 @@ class FrameworkSpec(CatalogEntry):
     """Gradients per data-parallel reduction bucket under ZeRO-0/1/2 (elements): DeepSpeed's
     `reduce_bucket_size`, 5e8 by default. The bucket still filling when the backward ends is reduced
     after it, in full; 0 = PyTorch DDP's buckets of the model's `dp_bucket_mb`."""
+    dp_bucket_elements_per_rank: float = Field(default=0.0, ge=0)
+    """Bucket elements per rank of the data-parallel group (dp · cp), when the bucket grows with
+    the group: a bucket is then max(dp_bucket_elements, this × dp · cp). Megatron-Core's
+    DistributedDataParallelConfig.bucket_size default, max(40000000, 1000000 · dp_size), "larger
+    DP sizes need larger buckets to ensure collectives do not become latency-bound"
+    (megatron/core/distributed/distributed_data_parallel_config.py). 0: a fixed bucket."""
+    dp_param_gather_overlap: bool = False
+    """The distributed optimizer's all-gather of the updated 16-bit weights (ZeRO-1/2) runs bucket by
+    bucket beside the next step's first forward, each bucket's gather waited for before its first
+    use and the next one started then (Megatron-Core `overlap_param_gather`, its forward pre-hooks);
+    only the first bucket's gather and what outlasts that forward show. False: the gather runs
+    after the optimizer step, exposed."""
     selective_recompute: Literal["ops", "attention"] = "ops"
     """What `recompute: selective` does where flash attention leaves no attention scores to drop.
     `ops`: torchtitan's op-level policy (parallelize_llama.py `_custom_policy`, `selective_ac_option:
