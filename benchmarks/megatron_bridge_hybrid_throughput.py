@@ -15,9 +15,10 @@ systems and networks this reuses).
 Below them, the dense hybrid Nemotron-H 56B on H100 (NVIDIA/dgxc-benchmarking v25.05,
 nemotronh/README.md, "Expected Performance": seconds per step on 32 to 2,048 GPUs, weak-scaled at
 3 sequences per GPU, FP8, TP 8, MBS 1, sequence 8192, NeMo 25.04.01). Tokens/s per GPU is
-8192 · GBS / step / GPUs. The shape is NemotronHConfig56B (118 layers, 54 Mamba-2 mixers of 256
-heads of 64 with 8 groups of state 256, 10 attention layers of 64 heads with 8 KV heads, 54 squared-ReLU
-MLPs of 32768; trainrig counts 56.32B parameters, the published 56,324,350,464). What the README
+8192 · GBS / step / GPUs. The shape is the `nemotron-h-56b` preset, NeMo's NemotronHConfig56B
+(118 layers, 54 Mamba-2 mixers of 256 heads of 64 with 8 groups of state 256, 10 attention layers
+of 64 heads with 8 KV heads, 54 squared-ReLU MLPs of 32768; trainrig counts 56.32B parameters,
+NVIDIA quotes 56B). What the README
 does not state is taken from NeMo's nemotronh_56b recipe: sequence parallel and TP communication
 overlap on, fp8 current scaling (bf16_with_fp8_mixed_current_scaling).
 """
@@ -36,13 +37,7 @@ NEMOTRON_3_NANO = {
     "mamba_head_dim": 64, "mamba_state_dim": 128, "mamba_groups": 8, "mamba_conv_kernel": 4, "mamba_chunk_size": 128,
     "n_experts": 128, "top_k": 6, "expert_ffn_hidden": 1856, "n_shared_experts": 1, "shared_ffn_hidden": 3712,
 }
-NEMOTRON_H_56B = {
-    "name": "nemotron-h-56b", "n_layers": 118, "hidden": 8192, "n_heads": 64, "n_kv_heads": 8, "head_dim": 128,
-    "ffn_hidden": 32768, "vocab": 131072, "gated_mlp": False, "position_embedding": "none",
-    "layer_pattern": "M-M-M-M*-" + "M-M-M-M-M*-" * 9 + "M-M-M-M-M-", "mamba_heads": 256, "mamba_head_dim": 64,
-    "mamba_state_dim": 256, "mamba_groups": 8, "mamba_conv_kernel": 4, "mamba_chunk_size": 128,
-}
-MODELS = {"Nano": NEMOTRON_3_NANO, "H-56B": NEMOTRON_H_56B}
+MODELS = {"Nano": NEMOTRON_3_NANO, "H-56B": "nemotron-h-56b"}  # the 56B: the catalog preset
 PRECISION = {"MXFP8": ("fp8", "mxfp8"), "FP8": ("fp8", "tensorwise")}
 # model, system, GPUs, precision, GBS, MBS, seq, TP, PP, CP, EP, tokens/s per GPU: Nano's from the 26.06
 # NeMo Container table; the 56B's from dgxc-benchmarking's step times, 8192 · GBS / step / GPUs

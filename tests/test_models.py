@@ -90,8 +90,10 @@ GPT3_NOMINAL = {
 
 # presets whose makers publish only a rounded count (DeepSeek-V3: "671B" for the main model; the Hub's
 # exact total includes the MTP module and the fp8 scales. gpt-oss: the model card's 116.83B and 20.91B,
-# which also hold each layer's attention sinks and router biases, tensors ModelSpec has no field for)
-ROUNDED_COUNT_ONLY = {"deepseek-v3", "gpt-oss-120b", "gpt-oss-20b"}
+# which also hold each layer's attention sinks and router biases, tensors ModelSpec has no field for.
+# Nemotron-H: the paper and NeMo's configs name 8B, 47B and 56B; no exact count was transcribed, the
+# Hub's safetensors metadata being out of reach when the presets were added)
+ROUNDED_COUNT_ONLY = {"deepseek-v3", "gpt-oss-120b", "gpt-oss-20b", "nemotron-h-8b", "nemotron-h-47b", "nemotron-h-56b"}
 
 
 @pytest.mark.parametrize(("name", "nominal"), GPT3_NOMINAL.items())
@@ -702,3 +704,15 @@ def test_a_nemotron_h_config_reads_as_its_hybrid_pattern(tmp_path):
     mlp = 2 * 4096 * 21504
     norms = 52 * 4096 + 4096
     assert spec.n_params == 24 * mixer + 4 * attention + 24 * mlp + norms + 2 * 131072 * 4096
+
+
+# NeMo's NemotronHConfig8B / 47B / 56B (nemo/collections/llm/gpt/model/ssm.py): layers of each kind in
+# hybrid_override_pattern, and the sizes NVIDIA quotes (Nemotron-H, arXiv:2504.03624)
+@pytest.mark.parametrize(("name", "layers", "quoted"), [
+    ("nemotron-h-8b", (24, 4, 24), 8e9), ("nemotron-h-47b", (45, 5, 48), 47e9), ("nemotron-h-56b", (54, 10, 54), 56e9),
+])
+def test_nemotron_h_presets_follow_nemos_patterns_and_round_to_their_names(name, layers, quoted):
+    spec = preset(name).spec
+    assert (spec.n_mamba_layers, spec.n_attention_layers, spec.n_dense_mlp_layers) == layers
+    assert spec.mamba_heads * spec.mamba_head_dim == 2 * spec.hidden  # Megatron's d_inner = expand (2) × hidden
+    assert abs(spec.n_params - quoted) <= 0.015 * quoted

@@ -3,6 +3,8 @@ per graph and pass instead of one each, counted by hand on a Llama-style layer."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from jobs import make_job
@@ -27,11 +29,21 @@ def job(model=LLAMA, **training):
 
 
 def kernels_issued(j):
-    """Kernels the host launches per layer and pass (the embedding and head's 8 and 12 apart)."""
-    x = inputs_from_job(j, P)
-    forward_s, backward_s = host_issue.host_issue_s(x, P)
+    """Kernels the host launches per layer and pass (the embedding and head's 8 and 12 apart; small
+    eager ops, such as an MoE router's, left out)."""
+    kernels_only = replace(P, eager_op_host_us=0.0)
+    x = inputs_from_job(j, kernels_only)
+    forward_s, backward_s = host_issue.host_issue_s(x, kernels_only)
     launch_s, layers = float(x.kernel_launch_us) * 1e-6, float(x.layers_per_stage)
     return (float(forward_s) / launch_s - 8) / layers, (float(backward_s) / launch_s - 12) / layers
+
+
+def small_ops_issued(j):
+    """Small eager ops the host issues per layer in the forward (Megatron's MoE router and dispatcher)."""
+    x = inputs_from_job(j, P)
+    forward_s, _ = host_issue.host_issue_s(x, P)
+    return (float(forward_s) - float(host_issue.host_issue_s(x, replace(P, eager_op_host_us=0.0))[0])) / (
+        P.eager_op_host_us * 1e-6 * float(x.layers_per_stage))
 
 
 def test_the_layer_counts_split_into_attention_and_mlp_blocks():
@@ -58,6 +70,13 @@ def test_the_router_scope_leaves_the_dispatch_and_experts_eager():
     assert routed == pytest.approx(plain - 10 + 1)
     whole, _ = kernels_issued(job(MOE, cuda_graph_scope=["moe"]))
     assert whole == pytest.approx(plain - 13 + 1)
+
+
+def test_graphs_capture_the_routers_small_ops_and_the_moe_scope_all_of_them():
+    # Megatron-Core's MoE layer beside its kernels: the router's 28, the dispatcher's 20, 2 per local expert (8)
+    assert small_ops_issued(job(MOE)) == pytest.approx(28 + 20 + 2 * 8)
+    assert small_ops_issued(job(MOE, cuda_graph_scope=["attn", "moe_router"])) == pytest.approx(20 + 2 * 8)
+    assert small_ops_issued(job(MOE, cuda_graph_scope=["moe"])) == pytest.approx(0.0, abs=1e-9)
 
 
 def test_full_iteration_launches_the_step_once():

@@ -85,3 +85,38 @@ def test_shared_cores_stretch_the_passes_but_the_windows_still_cover_them():
     assert float(micro["launch_overhead"]) > 0
     elapsed = micro["compute"] + micro["launch_overhead"]
     assert float(micro["forward"] + micro["backward"]) == pytest.approx(float(elapsed))
+
+
+# ---- an MoE layer's own host ops (Megatron-Core's router, dispatcher and grouped GEMMs) -----------
+
+MOE = {"n_layers": 4, "hidden": 1024, "n_heads": 8, "ffn_hidden": 2048, "vocab": 32000, "n_experts": 32, "top_k": 4,
+       "expert_ffn_hidden": 512}
+
+
+def _moe_host_s(framework, ep, **training):
+    from trainrig.estimate import host_issue
+    from trainrig.estimate.inputs import inputs_from_job
+    from trainrig.estimate.params import DEFAULT_PARAMETERS as P
+
+    job = make_job(model=MOE, hardware={"n_gpus": 8},
+                   training={"framework": framework, "ep": ep, "seq_len": 1024, "global_batch": 8, **training})
+    return host_issue.host_issue_s(inputs_from_job(job, P, python_floats=True), P), P.eager_op_host_us * 1e-6
+
+
+def test_megatron_moe_layers_pay_their_router_dispatcher_and_per_expert_launches():
+    (fwd8, bwd8), op_s = _moe_host_s("megatron", 8)  # 4 local experts
+    (fwd2, bwd2), _ = _moe_host_s("megatron", 2)  # 16 local experts
+    # GroupedLinear: one GEMM per local expert in each of its 2 linears, dgrad and wgrad backward
+    assert fwd2 - fwd8 == pytest.approx(4 * 12 * 2 * op_s, rel=1e-9)
+    assert bwd2 - bwd8 == pytest.approx(4 * 12 * 4 * op_s, rel=1e-9)
+    (custom_fwd, _), _ = _moe_host_s("custom", 8)
+    assert fwd8 - custom_fwd == pytest.approx(4 * (48 + 4 * 2) * op_s, rel=1e-9)  # + the router's and dispatcher's
+
+
+def test_fp8_grouped_gemms_cast_each_experts_slice_unless_delayed_scaling_fuses_them():
+    (delayed, _), op_s = _moe_host_s("megatron", 8, precision="fp8", fp8_recipe="delayed")
+    (tensorwise, _), _ = _moe_host_s("megatron", 8, precision="fp8", fp8_recipe="tensorwise")
+    (bf16, _), _ = _moe_host_s("megatron", 8)
+    assert delayed == pytest.approx(bf16, rel=1e-12)
+    # amax, scale and cast-transpose for each of 4 local experts, before both linears, in 4 layers
+    assert tensorwise - delayed == pytest.approx(4 * 4 * 2 * 3 * op_s, rel=1e-9)

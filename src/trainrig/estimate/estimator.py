@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from trainrig.estimate.core import MEMORY_PARTS, STEP_PARTS, Outputs, evaluate
+from trainrig.estimate.host_issue import MOE_KERNELS
 from trainrig.estimate.inputs import Inputs, inputs_from_job
 from trainrig.estimate.job_fields import scale_up_domain
 from trainrig.estimate.memory import GIB, PEAK_PHASES
@@ -403,6 +404,8 @@ def _overlap_assumptions(job: Job, given: set[str]) -> list[str]:
         said.append(f"context parallelism as {kind} (cp_kind: {t.cp_kind}{default})")
     if job.model.is_moe and t.ep > 1:
         said.append(_expert_parallel_assumption(t, given))
+    if job.model.is_moe:
+        said.append(_moe_host_assumption(job))
     if t.dp_degree * t.cp > 1:
         said.append(_data_parallel_assumption(job))
     return said
@@ -444,6 +447,21 @@ MOE_DISPATCHER_NAMES = {"alltoall": "by all-to-all, a copy per routed expert",
                         "allgather": "by all-gathering every rank's tokens, reduce-scattered back",
                         "deepep": "once per destination node and GPU (DeepEP), routing taken as uniform",
                         "hybridep": "once per destination node and GPU (HybridEP), routing taken as uniform"}
+
+
+def _moe_host_assumption(job: Job) -> str:
+    """What an MoE layer costs the host beyond its kernels (host_issue._moe_small_ops)."""
+    fw, t = job.framework, job.training
+    fixed_fwd, fixed_bwd = (a + b for a, b in zip(fw.moe_router_host_ops, fw.moe_layer_host_ops, strict=True))
+    expert_fwd, expert_bwd = fw.moe_expert_host_ops
+    if not (fixed_fwd or fixed_bwd or expert_fwd or expert_bwd):
+        return (f"each MoE layer's host work as its {MOE_KERNELS:.0f} kernels (router, top-k, permutes, grouped"
+                f" GEMMs); {fw.name}'s router and dispatcher ops not counted")
+    local = max(job.model.n_experts // t.ep, 1)
+    return (f"each MoE layer issues {fixed_fwd:.0f} + {expert_fwd:.0f}·E small host ops forward and"
+            f" {fixed_bwd:.0f} + {expert_bwd:.0f}·E backward beside its kernels, E = {local} local experts"
+            f" ({fw.name}'s router, dispatcher and per-expert GEMM launches, and under fp8 each expert"
+            " slice's casts); the dispatcher's wait for the token counts not modelled")
 
 
 def _expert_parallel_assumption(t, given: set[str]) -> str:

@@ -25,6 +25,9 @@ def host_issue_s(x: Inputs, p: ModelParameters):
         eager, replays = _layer_graphs(x, forward_kernels)
         forward_kernels, backward_kernels = forward_kernels * eager + replays, backward_kernels * eager + replays
         forward_ops, backward_ops = forward_ops * eager, backward_ops * eager
+    if ops.any(x.n_moe_layers > 0):  # an MoE layer's router and dispatcher ops (a dense model has none)
+        moe_fwd, moe_bwd = _moe_small_ops(x)
+        forward_ops, backward_ops = forward_ops + moe_fwd, backward_ops + moe_bwd
     layers = x.layers_per_stage
     fetch_fwd, fetch_bwd = _zero3_fetch_s(x, p)
     # + embedding, logits and loss: ~8 kernels forward, ~12 backward
@@ -221,3 +224,21 @@ def _small_ops_per_layer(x: Inputs, p: ModelParameters):
     backward = (extra + x.adapted_linears * x.lora_backward_ops + dequant * (1 - x.dequant_saved_for_backward)
                 + recompute)
     return forward, backward
+
+
+def _moe_small_ops(x: Inputs):
+    """An MoE layer's small ops beyond MOE_KERNELS per micro-batch, averaged over the stage's
+    layers: (forward, backward + full recomputation's forward again). The router's (captured by the
+    `moe_router` or `moe` graph scope), the dispatcher's and, per local expert, the grouped GEMMs'
+    launches and casts (captured by `moe`) (FrameworkSpec moe_router_host_ops, moe_layer_host_ops,
+    moe_expert_host_ops)."""
+    local_experts = ops.maximum(x.n_experts / x.ep, 1.0)
+    # no per-layer graphs under full recompute (as _layer_graphs)
+    router_graph, moe_graph = (ops.where(x.recompute == 2, 0.0, g) for g in (x.graph_router, x.graph_moe))
+    router_left, rest_left = 1 - ops.maximum(router_graph, moe_graph), 1 - moe_graph
+    share = x.n_moe_layers / x.n_layers
+    forward = share * (router_left * x.moe_router_ops_fwd
+                       + rest_left * (x.moe_layer_ops_fwd + local_experts * x.moe_expert_ops_fwd))
+    backward = share * (router_left * x.moe_router_ops_bwd
+                        + rest_left * (x.moe_layer_ops_bwd + local_experts * x.moe_expert_ops_bwd))
+    return forward, backward + ops.where(x.recompute == 2, x.full_recompute_share * forward, 0.0)

@@ -140,6 +140,12 @@ class Inputs:
     lora_down: Any
     lora_dropout: Any  # 1 when the LoRA branch applies dropout (copies its input for backward)
     lora_forward_ops: Any  # host time of one adapter's forward, in eager ops (FrameworkSpec.lora_adapter_host_ops)
+    moe_router_ops_fwd: Any  # an MoE router's small ops beyond its GEMM and top-k (FrameworkSpec.moe_router_host_ops)
+    moe_router_ops_bwd: Any
+    moe_layer_ops_fwd: Any  # the dispatcher's, beyond the layer's kernels (FrameworkSpec.moe_layer_host_ops)
+    moe_layer_ops_bwd: Any
+    moe_expert_ops_fwd: Any  # … per local expert, fp8 quantization included (FrameworkSpec.moe_expert_host_ops)
+    moe_expert_ops_bwd: Any
     lora_backward_ops: Any  # … and of its backward
     fused_qkv: Any  # 1 = q, k and v projected by one linear (see ModelSpec.fused_qkv); 0 = three
     fused_gate_up: Any  # 1 = a gated MLP's gate and up as one linear; 0 = two

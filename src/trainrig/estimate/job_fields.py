@@ -75,6 +75,27 @@ LOW_PRECISION_LINEARS = ("fp8", "fp4")
 NAN = float("nan")
 
 
+# Transformer Engine GroupedLinear's fp8 casts per expert slice and GEMM input: split_quantize casts
+# all slices in one fused kernel under delayed scaling, else loops over the experts, current scaling
+# with 3 kernels each (amax, scale, cast-transpose), MXFP8 and blockwise with 1
+# (transformer_engine/pytorch/csrc/extensions/cast.cpp, split_quantize)
+GROUPED_QUANTIZE_OPS = {"delayed": 0.0, "tensorwise": 3.0, "blockwise": 1.0, "mxfp8": 1.0}
+
+
+def _moe_host_op_fields(t: TrainingSpec, fw) -> dict[str, float]:
+    """An MoE layer's small host ops (FrameworkSpec.moe_router_host_ops, moe_layer_host_ops,
+    moe_expert_host_ops); a
+    grouped GEMM's fp8 casts per expert beside its per-expert GEMMs: two inputs forward (the tokens
+    into each linear), two output gradients backward."""
+    per_expert_fwd, per_expert_bwd = fw.moe_expert_host_ops
+    if per_expert_fwd and t.precision == "fp8":
+        casts = 2 * GROUPED_QUANTIZE_OPS.get(resolve_fp8_recipe(t), 0.0)
+        per_expert_fwd, per_expert_bwd = per_expert_fwd + casts, per_expert_bwd + casts
+    return dict(moe_router_ops_fwd=fw.moe_router_host_ops[0], moe_router_ops_bwd=fw.moe_router_host_ops[1],
+                moe_layer_ops_fwd=fw.moe_layer_host_ops[0], moe_layer_ops_bwd=fw.moe_layer_host_ops[1],
+                moe_expert_ops_fwd=per_expert_fwd, moe_expert_ops_bwd=per_expert_bwd)
+
+
 def _expert_tp_field(t: TrainingSpec) -> float:
     """The experts' TP degree where it is not tp (given, or the folding an ep past dp·cp needs);
     0 = tp, so that a search replacing tp carries it."""
@@ -320,6 +341,7 @@ def training_fields(job: Job) -> dict[str, float]:
         lora_dropout=float(fw.lora_dropout > 0), train_embeddings=float(t.train_embeddings),
         fused_qkv=float(fused_qkv), fused_gate_up=float(fused_gate_up),
         lora_forward_ops=adapter_ops[0], lora_backward_ops=adapter_ops[1],
+        **_moe_host_op_fields(t, fw),
         embedding_state_bytes=_embedding_state_bytes(t),
         master_weights=float(t.master_weights and mixed), paged_optimizer=float(t.optimizer.startswith("paged")),
         optimizer_in_backward=float(t.optimizer_in_backward), loss_kind=LOSS_CODE[t.loss],

@@ -150,6 +150,19 @@ class FrameworkSpec(CatalogEntry):
     """Host time of one LoRA adapter per micro-batch as (forward, backward) in `eager_op_host_us`
     units, measured for the stack's adapter code (`benchmarks/lora_adapter_host_ops.py`); null = its
     small ops counted one each: A, B and the scaled add (+ dropout) forward, twice that backward."""
+    moe_router_host_ops: tuple[HostOps, HostOps] = (0.0, 0.0)
+    """Small ops an MoE layer's router issues per micro-batch beside its GEMM and top-k kernels:
+    (forward, backward), each `eager_op_host_us` of host time: the score function, the scatter of
+    the top-k probabilities, the load-balancing loss. A `moe_router` or `moe` CUDA graph captures
+    them. 0 = none counted (the stack's MoE code is not read)."""
+    moe_layer_host_ops: tuple[HostOps, HostOps] = (0.0, 0.0)
+    """Small ops the rest of an MoE layer issues per micro-batch beyond its MoE kernels (permutes,
+    all-to-alls, grouped GEMMs): (forward, backward): the dispatcher's token counts, their
+    all-gather and copies to the host, the chunk sorts. A `moe` CUDA graph captures them."""
+    moe_expert_host_ops: tuple[HostOps, HostOps] = (0.0, 0.0)
+    """Small ops per local expert and MoE layer: (forward, backward). Transformer Engine's
+    GroupedLinear launches one cuBLASLt GEMM per expert (2 linears: forward 2, backward dgrad and
+    wgrad 4), and under fp8 quantizes each expert's slice apart (job_fields.GROUPED_QUANTIZE_OPS)."""
     tensor_parallel: bool = True
     """Supports tensor (and sequence) parallelism."""
     pipeline_parallel: bool = True
