@@ -120,3 +120,24 @@ def test_fp8_grouped_gemms_cast_each_experts_slice_unless_delayed_scaling_fuses_
     assert delayed == pytest.approx(bf16, rel=1e-12)
     # amax, scale and cast-transpose for each of 4 local experts, before both linears, in 4 layers
     assert tensorwise - delayed == pytest.approx(4 * 4 * 2 * 3 * op_s, rel=1e-9)
+
+
+def test_transformers_grouped_mm_moe_pays_a_fixed_count_whatever_the_experts():
+    from dataclasses import replace
+
+    from trainrig.estimate import host_issue
+    from trainrig.estimate.inputs import inputs_from_job
+    from trainrig.estimate.params import DEFAULT_PARAMETERS as P
+
+    def small_ops_s(n_experts):
+        model = {**MOE, "n_experts": n_experts}
+        job = make_job(model=model, hardware={"n_gpus": 1},
+                       training={"framework": "hf-trainer", "fused_kernels": True, "seq_len": 1024, "global_batch": 1})
+        x = inputs_from_job(job, P, python_floats=True)
+        with_ops, without = host_issue.host_issue_s(x, P), host_issue.host_issue_s(x, replace(P, eager_op_host_us=0.0))
+        return tuple(a - b for a, b in zip(with_ops, without, strict=True))
+
+    op_s = P.eager_op_host_us * 1e-6
+    # transformers 5's grouped_mm path: 16 small ops forward and 22 backward beyond the MoE kernels, 4 layers
+    assert small_ops_s(32) == pytest.approx((4 * 16 * op_s, 4 * 22 * op_s), rel=1e-9)
+    assert small_ops_s(128) == pytest.approx(small_ops_s(32), rel=1e-12)

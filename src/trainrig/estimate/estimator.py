@@ -457,11 +457,14 @@ def _moe_host_assumption(job: Job) -> str:
     if not (fixed_fwd or fixed_bwd or expert_fwd or expert_bwd):
         return (f"each MoE layer's host work as its {MOE_KERNELS:.0f} kernels (router, top-k, permutes, grouped"
                 f" GEMMs); {fw.name}'s router and dispatcher ops not counted")
-    local = max(job.model.n_experts // t.ep, 1)
-    return (f"each MoE layer issues {fixed_fwd:.0f} + {expert_fwd:.0f}·E small host ops forward and"
-            f" {fixed_bwd:.0f} + {expert_bwd:.0f}·E backward beside its kernels, E = {local} local experts"
-            f" ({fw.name}'s router, dispatcher and per-expert GEMM launches, and under fp8 each expert"
-            " slice's casts); the dispatcher's wait for the token counts not modelled")
+    counts = f"{fixed_fwd:.0f} small host ops forward and {fixed_bwd:.0f} backward"
+    if expert_fwd or expert_bwd:
+        local = max(job.model.n_experts // t.ep, 1)
+        counts = (f"{fixed_fwd:.0f} + {expert_fwd:.0f}·E small host ops forward and {fixed_bwd:.0f}"
+                  f" + {expert_bwd:.0f}·E backward, E = {local} local experts (per-expert GEMM launches, and"
+                  " under fp8 casts)")
+    return (f"each MoE layer issues {counts} beside its kernels ({fw.name}'s MoE code); host-device"
+            " syncs inside the layer not modelled")
 
 
 def _expert_parallel_assumption(t, given: set[str]) -> str:

@@ -67,10 +67,23 @@ def lora_parameters_per_layer(x: Inputs):
         latent = ops.total(x.mla_adapted_widths()) + x.lora_o * (x.n_heads * x.v_head_dim + x.hidden)
         attention = ops.where(x.mla > 0, latent, attention)
     mlp = (x.adapted_first_mlp + x.lora_down) * (x.hidden + x.ffn_hidden)
+    shared_experts = 0.0
+    if ops.any(x.n_moe_layers > 0):  # an MoE layer's own adapters: its shared experts' (the routed ones apart)
+        shared_experts = (x.n_moe_layers / x.n_layers * (x.adapted_first_mlp + x.lora_down) * x.n_shared_experts
+                          * (x.hidden + x.shared_ffn_hidden))
+        mlp = ops.where(x.hybrid > 0, mlp, x.dense_share * mlp)  # the dense MLPs are those of the other layers
     if ops.any(x.hybrid > 0):  # a hybrid's adapters sit in its attention and MLP layers only
         attention, mlp = (ops.where(x.hybrid > 0, share * v, v) for share, v in ((x.attention_share, attention),
                                                                                   (x.mlp_share, mlp)))
-    return x.lora_rank * (attention + mlp)
+    return x.lora_rank * (attention + mlp + shared_experts)
+
+
+def lora_expert_parameters_per_moe_layer(x: Inputs):
+    """Adapter parameters on one MoE layer's routed experts: every expert's MLP linears that the
+    targets name, as for a dense MLP of the expert width. PEFT's target_modules match each
+    expert's gate_proj/up_proj/down_proj (transformers 4.x: an nn.ModuleList of expert MLPs) and,
+    on transformers 5's fused 3-D expert weights, adapt them per expert alike."""
+    return x.lora_rank * (x.adapted_first_mlp + x.lora_down) * x.n_experts * (x.hidden + x.expert_ffn_hidden)
 
 
 @_memoized
@@ -143,7 +156,10 @@ def trainable_parameter_counts(x: Inputs):
         return dense, experts
     adapters = lora_parameters_per_layer(x) * x.layers_per_stage / x.tp + x.train_embeddings * _end_parameters(x)
     full = x.method == 0
-    return ops.where(full, dense, adapters), ops.where(full, experts, 0.0)
+    expert_adapters = 0.0
+    if ops.any(x.n_moe_layers > 0):  # the routed experts' adapters, split over the expert group as they are
+        expert_adapters = x.moe_layers_per_stage * lora_expert_parameters_per_moe_layer(x) / (x.ep * x.etp)
+    return ops.where(full, dense, adapters), ops.where(full, experts, expert_adapters)
 
 
 def _stage_norm_parameters(x: Inputs):
