@@ -291,7 +291,7 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, with_op_level: bool = True) -> 
     shared = [batch.linear(tokens, x.hidden, up_width * shared_width),
               batch.linear(tokens, shared_width, x.hidden)] if any_shared else []
     router = [batch.linear(tokens, x.hidden, ops.maximum(x.n_experts, 1.0))]
-    local_experts = ops.maximum(x.n_experts / x.ep, 1.0)
+    local_experts = x.local_experts
     # an expert TP group of etp ranks computes the tokens of etp/tp tensor-parallel groups
     rows = tokens * x.top_k / local_experts * (x.etp / x.tp)
     width = x.expert_ffn_hidden / x.etp

@@ -232,13 +232,12 @@ def _moe_small_ops(x: Inputs):
     `moe_router` or `moe` graph scope), the dispatcher's and, per local expert, the grouped GEMMs'
     launches and casts (captured by `moe`) (FrameworkSpec moe_router_host_ops, moe_layer_host_ops,
     moe_expert_host_ops)."""
-    local_experts = ops.maximum(x.n_experts / x.ep, 1.0)
     # no per-layer graphs under full recompute (as _layer_graphs)
     router_graph, moe_graph = (ops.where(x.recompute == 2, 0.0, g) for g in (x.graph_router, x.graph_moe))
     router_left, rest_left = 1 - ops.maximum(router_graph, moe_graph), 1 - moe_graph
     share = x.n_moe_layers / x.n_layers
     forward = share * (router_left * x.moe_router_ops_fwd
-                       + rest_left * (x.moe_layer_ops_fwd + local_experts * x.moe_expert_ops_fwd))
+                       + rest_left * (x.moe_layer_ops_fwd + x.local_experts * x.moe_expert_ops_fwd))
     backward = share * (router_left * x.moe_router_ops_bwd
-                        + rest_left * (x.moe_layer_ops_bwd + local_experts * x.moe_expert_ops_bwd))
+                        + rest_left * (x.moe_layer_ops_bwd + x.local_experts * x.moe_expert_ops_bwd))
     return forward, backward + ops.where(x.recompute == 2, x.full_recompute_share * forward, 0.0)

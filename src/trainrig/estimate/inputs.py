@@ -421,6 +421,11 @@ class Inputs:
         return attended_keys(self)
 
     @property
+    def local_experts(self):
+        """Routed experts on one expert-parallel rank (n_experts / ep), at least one."""
+        return ops.maximum(self.n_experts / self.ep, 1.0)
+
+    @property
     def q_width_local(self):
         """Query width on one TP rank: its heads × head_dim."""
         return self.n_heads * self.head_dim / self.tp

@@ -84,9 +84,8 @@ GROUPED_QUANTIZE_OPS = {"delayed": 0.0, "tensorwise": 3.0, "blockwise": 1.0, "mx
 
 def _moe_host_op_fields(t: TrainingSpec, fw) -> dict[str, float]:
     """An MoE layer's small host ops (FrameworkSpec.moe_router_host_ops, moe_layer_host_ops,
-    moe_expert_host_ops); a
-    grouped GEMM's fp8 casts per expert beside its per-expert GEMMs: two inputs forward (the tokens
-    into each linear), two output gradients backward."""
+    moe_expert_host_ops); a grouped GEMM's fp8 casts per expert beside its per-expert GEMMs: two
+    inputs forward (the tokens into each linear), two output gradients backward."""
     per_expert_fwd, per_expert_bwd = fw.moe_expert_host_ops
     if per_expert_fwd and t.precision == "fp8":
         casts = 2 * GROUPED_QUANTIZE_OPS.get(resolve_fp8_recipe(t), 0.0)

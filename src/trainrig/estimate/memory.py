@@ -66,11 +66,10 @@ def lora_parameters_per_layer(x: Inputs):
     if ops.any(x.mla > 0):  # MLA: adapters on its query and key/value linears (Inputs.mla_adapted_widths)
         latent = ops.total(x.mla_adapted_widths()) + x.lora_o * (x.n_heads * x.v_head_dim + x.hidden)
         attention = ops.where(x.mla > 0, latent, attention)
-    mlp = (x.adapted_first_mlp + x.lora_down) * (x.hidden + x.ffn_hidden)
+    mlp = _mlp_adapter_widths(x, x.ffn_hidden)
     shared_experts = 0.0
     if ops.any(x.n_moe_layers > 0):  # an MoE layer's own adapters: its shared experts' (the routed ones apart)
-        shared_experts = (x.n_moe_layers / x.n_layers * (x.adapted_first_mlp + x.lora_down) * x.n_shared_experts
-                          * (x.hidden + x.shared_ffn_hidden))
+        shared_experts = x.n_moe_layers / x.n_layers * x.n_shared_experts * _mlp_adapter_widths(x, x.shared_ffn_hidden)
         mlp = ops.where(x.hybrid > 0, mlp, x.dense_share * mlp)  # the dense MLPs are those of the other layers
     if ops.any(x.hybrid > 0):  # a hybrid's adapters sit in its attention and MLP layers only
         attention, mlp = (ops.where(x.hybrid > 0, share * v, v) for share, v in ((x.attention_share, attention),
@@ -83,7 +82,13 @@ def lora_expert_parameters_per_moe_layer(x: Inputs):
     targets name, as for a dense MLP of the expert width. PEFT's target_modules match each
     expert's gate_proj/up_proj/down_proj (transformers 4.x: an nn.ModuleList of expert MLPs) and,
     on transformers 5's fused 3-D expert weights, adapt them per expert alike."""
-    return x.lora_rank * (x.adapted_first_mlp + x.lora_down) * x.n_experts * (x.hidden + x.expert_ffn_hidden)
+    return x.lora_rank * x.n_experts * _mlp_adapter_widths(x, x.expert_ffn_hidden)
+
+
+def _mlp_adapter_widths(x: Inputs, width):
+    """fan_in + fan_out summed over one MLP's adapted linears, for an MLP of `width` (a plain MLP's
+    first linear counts as `gate`, like `up`)."""
+    return (x.adapted_first_mlp + x.lora_down) * (x.hidden + width)
 
 
 @_memoized
