@@ -268,3 +268,42 @@ def test_the_bucket_rule_and_the_gather_overlap_are_named():
 
     assert "1e+06 × dp·cp" in said("megatron") and "after the optimizer step, exposed" in said("megatron")
     assert "overlap_param_gather" in said("nemo") and "1.34e+08 elements" in said("nemo")
+
+
+def test_async_tp_sends_the_summed_input_gradients_of_separate_linears_exposed():
+    """torchtitan's async TP (micro-pipeline TP) fuses a reduce-scatter only into the one matmul it
+    scatters. Llama's q/k/v and gate/up are separate linears there, so the backward's two input-
+    gradient reduce-scatters per layer go out plain: against Transformer Engine's bulk overlap on the
+    same job, the TP time grows by what bulk hid, and exactly two exposed reduce-scatters per layer
+    and pass remain. Fused linears pipeline theirs beside their own input-gradient GEMM instead."""
+    model = load_model(LLAMA_8B).model_dump()
+    training = {**TP8, "seq_len": 8192, "global_batch": 8, "tp_comm_overlap": True, "framework": "torchtitan"}
+    job = make_job(model, training=training)
+    x = inputs_from_job(job, P)
+    userbuffers = x.with_values(tp_overlap_micro_pipeline=0.0)
+    micro = float(evaluate(x, P).step_parts_s["tp_comm"])
+    te = float(evaluate(userbuffers, P).step_parts_s["tp_comm"])
+    assert micro > te
+    exposed_off = float(evaluate(x.with_values(tp_comm_overlap=0.0), P).step_parts_s["tp_comm"])
+    assert micro < exposed_off
+    # what grows is two plain reduce-scatters per layer, less the bulk overlap's share of them
+    group = comm.GroupLinks(8, 1.0, x, P)
+    plain = float(comm.reduce_scatter_time_s(x.micro_batch * 8192 * x.hidden * 2, group))
+    per_step = float(x.n_layers * x.micro_batches)  # layers × micro-batches
+    assert micro - te <= 2 * per_step * plain * (1 + 1e-9)
+    assert micro - te >= 0.5 * per_step * plain
+    # with q/k/v and gate/up fused, each is one matmul and its scatter pipelines beside it
+    fused = x.with_values(fused_qkv=1.0, fused_gate_up=1.0)
+    fused_te = fused.with_values(tp_overlap_micro_pipeline=0.0)
+    fused_micro_s = float(evaluate(fused, P).step_parts_s["tp_comm"])
+    assert fused_micro_s < micro
+    assert fused_micro_s < 2 * float(evaluate(fused_te, P).step_parts_s["tp_comm"])
+
+
+def test_async_tp_is_named_for_torchtitan():
+    training = {**TP8, "global_batch": 8, "tp_comm_overlap": True}
+    titan = estimate(make_job(training={**training, "framework": "torchtitan"}), advise_fit=False).assumptions
+    mcore = estimate(make_job(training={**training, "framework": "megatron"}), advise_fit=False).assumptions
+    assert any("async (micro-pipeline) TP" in a for a in titan)
+    assert not any("async (micro-pipeline) TP" in a for a in mcore)
+    assert any("userbuffers" in a for a in mcore)

@@ -207,3 +207,54 @@ def test_fp8_all_gather_moves_the_linears_in_one_byte_in_the_step_time_too():
     assert float(gathered_bytes_per_weight(inputs_from_job(off_job, P))) == 2.0
     on, off = (estimate(j, advise_fit=False).step_breakdown_s["dp_comm"] for j in (on_job, off_job))
     assert on < off
+
+
+def test_an_unsharded_accumulation_is_still_reduce_scattered_into_side_stream_blocks():
+    """Where FSDP accumulates the step's gradients unsharded (a pipeline stage torchtitan keeps
+    gathered; no_sync micro-batches), its last backward still reduce-scatters them into sharded fp32
+    blocks on the reduce-scatter stream; zero_grad frees those, and the pool keeps them out of the
+    next forward's reach: the reserve grows by the sharded gradients, 4 bytes per stage parameter
+    over the data-parallel group, and nothing allocated moves."""
+    layout = {"pp": 2, "zero": 3, "recompute": "full", "global_batch": 64, "loss": "chunked"}
+    _, x, kept = state({**layout, "framework": "torchtitan"})
+    assert kept["phase"] == 0.0
+    stage_params = (LAYERS // 2) * LAYER_PARAMS + VOCAB * H + H  # the fuller end stage, with the head
+    sharded = 4 * stage_params / (8 // 2)
+    assert kept["reserved"] - kept["allocated"] == pytest.approx(
+        P.allocator_overhead_fraction * kept["activations"] + sharded, rel=1e-9)
+    assert kept["releasable"] == pytest.approx(sharded, rel=1e-9)
+    # accumulation in no_sync (the Hugging Face Trainer's FSDP): the same blocks, here over all 8 ranks
+    hf = {"recompute": "full", "loss": "chunked", "global_batch": 64, "framework": "hf-trainer"}
+    job, _, accumulated = state(hf)
+    assert accumulated["releasable"] == pytest.approx(4 * job.model.n_params / 8, rel=1e-9)
+    _, _, one_micro_batch = state({**hf, "global_batch": 16})  # nothing accumulates: the usual gradient blocks
+    assert one_micro_batch["releasable"] == pytest.approx(4 * job.model.n_params / 8, rel=1e-9)
+    assert one_micro_batch["gradients"] < accumulated["gradients"]
+
+
+def test_cached_free_blocks_do_not_make_a_job_run_out_of_memory():
+    """The fit rule leaves out what the caching allocator gives back before an OOM: a GPU just large
+    enough for the allocated peak and its fragmentation, but not for the freed logits and gradient
+    blocks, still fits; the estimate says the reserved peak is over the limit, and why."""
+    from trainrig import estimate
+    from trainrig.estimate.memory import memory_fit
+
+    training = {**FSDP, "recompute": "selective"}
+    job = make_job(model=LLAMA, hardware=EIGHT, training=training)
+    x = inputs_from_job(job, P)
+    full = memory_state(x, P)
+    device, _, _ = memory_fit(x, P)
+    needed = float(device - full["releasable"])
+    assert full["releasable"] > 0.05 * needed  # the logits block and last step's gradient shards
+    limit = 1 - P.fit_headroom_fraction
+    # a GPU whose limit falls between the peak without the cached blocks and the peak with them
+    memory_gib = (needed + 0.5 * float(full["releasable"])) / limit / 2**30
+    tight = make_job(model=LLAMA, training=training,
+                     hardware={**EIGHT, "gpu": {"base": "H100-SXM5-80GB", "memory_gib": round(memory_gib, 3)}})
+    est = estimate(tight, advise_fit=False)
+    assert est.fits
+    assert est.memory_per_gpu_gib > est.memory_limit_gib
+    assert any("caching allocator releases" in w for w in est.warnings)
+    smaller = make_job(model=LLAMA, training=training, hardware={
+        **EIGHT, "gpu": {"base": "H100-SXM5-80GB", "memory_gib": round(0.98 * needed / limit / 2**30, 3)}})
+    assert not estimate(smaller, advise_fit=False).fits

@@ -25,6 +25,7 @@ from trainrig.estimate.distinct import per_distinct_row
 from trainrig.estimate.flops import hardware_flops_per_token, model_flops_per_token
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.memory import (
+    MEMORY_PARTS,
     memory_fit,
     memory_state,
     op_level_recompute,
@@ -37,7 +38,6 @@ __all__ = ["evaluate", "Outputs", "STEP_PARTS", "MEMORY_PARTS"]
 
 STEP_PARTS = ("compute", "launch_overhead", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "pp_bubble",
               "dp_comm", "data_loading", "host_transfer", "checkpoint", "cpu_optimizer", "other")
-MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ class Outputs:
     memory_allocated_bytes: Any  # peak of the tensors the allocator hands out
     memory_reserved_bytes: Any  # what the caching allocator holds from the driver at that peak
     memory_paged_bytes: Any  # paged optimizer states (unified memory, outside the allocator)
+    memory_releasable_bytes: Any  # cached free blocks in that reserve, given back before an OOM
     memory_peak_phase: Any  # 0 = end of forward, 1 = end of backward
     gpu_busy_s: Any  # GPU-side time per step (what host-side work can hide under)
     launch_bound_fraction: Any  # share of micro-batch compute set by host launch speed, not the GPU
@@ -127,6 +128,7 @@ def _evaluate(x: Inputs, p: ModelParameters, with_memory: bool) -> Outputs:
         memory_allocated_bytes=state.get("allocated"),
         memory_reserved_bytes=state.get("reserved"),
         memory_paged_bytes=state.get("paged"),
+        memory_releasable_bytes=state.get("releasable"),
         memory_peak_phase=state.get("phase"),
         gpu_busy_s=gpu_busy,
         launch_bound_fraction=micro["launch_bound_fraction"],
@@ -137,7 +139,7 @@ def _memory(x: Inputs, p: ModelParameters):
     """The peak's state, its parts, the total and whether it fits (memory.py)."""
     state = memory_state(x, p)
     memory = {k: state[k] for k in MEMORY_PARTS}
-    total_memory, _, fits = memory_fit(x, p, memory)
+    total_memory, _, fits = memory_fit(x, p, state)
     return state, memory, total_memory, fits
 
 

@@ -75,7 +75,7 @@ def estimate(
         price_usd_per_gpu_hour=None if price_usd_per_gpu_hour is None else float(price_usd_per_gpu_hour),
         host_ram_gb_per_node=row["host_ram_gb_per_node"],
         config=_config(job, int(base.params_total)),
-        warnings=_warnings(job, row),
+        warnings=_warnings(job, row, params),
         notes=list(job.notes) + _pipeline_split_notes(job) + _unmodelled(job),
     )
 
@@ -142,7 +142,8 @@ def _row(out: Outputs, i: int) -> dict[str, Any]:
         "host_ram_gb_per_node": pick(out.host_ram_gb_per_node),
         "launch_bound_fraction": pick(out.launch_bound_fraction),
         **{name: pick(getattr(out, name)) for name in (
-            "memory_allocated_bytes", "memory_reserved_bytes", "memory_paged_bytes", "memory_peak_phase")},
+            "memory_allocated_bytes", "memory_reserved_bytes", "memory_paged_bytes", "memory_peak_phase",
+            "memory_releasable_bytes")},
     }
 
 
@@ -222,11 +223,17 @@ def _config(job: Job, n_params: int) -> dict[str, Any]:
     }
 
 
-def _warnings(job: Job, row: dict[str, Any]) -> list[str]:
+def _warnings(job: Job, row: dict[str, Any], params: ModelParameters) -> list[str]:
     t, hw = job.training, job.hardware
     warnings = []
     used = row["memory_bytes"] / GIB / hw.gpu.memory_gib
-    if row["fits"] and used > 0.9:
+    limit = 1 - params.fit_headroom_fraction
+    if row["fits"] and used > limit:
+        warnings.append(f"the reserved peak ({row['memory_bytes'] / GIB:.1f} GiB) is over the card's "
+                        f"{limit:.0%}; it fits because PyTorch's caching allocator releases "
+                        f"{row['memory_releasable_bytes'] / GIB:.1f} GiB of cached free blocks and retries"
+                        " (num_alloc_retries), which synchronizes the GPU and slows those steps")
+    elif row["fits"] and used > 0.9:
         warnings.append(f"memory is {used:.0%} full: fragmentation may push it over; leave ~10% headroom")
     warnings.extend(_framework_warnings(job))
     if t.tp > max(hw.gpus_per_node, scale_up_domain(hw) or 0):  # an NVL72 rack's NVLink spans its trays
@@ -392,6 +399,11 @@ def _overlap_assumptions(job: Job, given: set[str]) -> list[str]:
     said = []
     if t.tp > 1 and not t.tp_comm_overlap:
         said.append("TP collectives exposed, not overlapped with the GEMMs (tp_comm_overlap: false)")
+    elif t.tp > 1 and job.framework.tp_overlap_micro_pipeline:
+        said.append("TP overlap as PyTorch's async (micro-pipeline) TP runs it: each all-gather fused into the"
+                    " matmuls that consume it, each reduce-scatter into the one matmul it scatters, in pieces"
+                    " costed as Transformer Engine's (tp_overlap_rs_splits, tp_overlap_comm_sms); the input-gradient"
+                    " reduce-scatter after separate q/k/v or gate/up linears runs exposed (tp_comm_overlap: true)")
     elif t.tp > 1:
         said.append("TP overlap as Transformer Engine userbuffers run it: ring-exchange all-gathers, reduce-scatters"
                     " pipelined in pieces beside GEMMs that lose SMs to them (tp_comm_overlap: true;"

@@ -188,6 +188,7 @@ class Inputs:
     dp_bucket_elements_per_rank: Any  # bucket growth per data-parallel rank (elements; 0: fixed)
     dp_param_gather_overlap: Any  # 1: ZeRO-1/2's weight all-gather beside the next forward
     fsdp_unsharded_under_pp: Any  # 1 = FSDP keeps a stage's weights gathered, its gradients unsharded, under PP
+    tp_overlap_micro_pipeline: Any  # 1 = TP overlap by PyTorch's micro-pipeline (async) TP (FrameworkSpec)
     zero3_16bit_shard_copy: Any  # 1 = a 16-bit shard beside the fp32 master (DeepSpeed); 0 = FSDP
     fp8_all_gather: Any  # 1 = FSDP gathers the fp8 linears' weights in fp8 (see TrainingSpec)
     saved_input_bytes: Any  # bytes per element of a linear's input kept for its weight gradient

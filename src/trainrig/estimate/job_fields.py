@@ -365,6 +365,7 @@ def training_fields(job: Job) -> dict[str, float]:
         dp_bucket_elements_per_rank=fw.dp_bucket_elements_per_rank,
         dp_param_gather_overlap=float(fw.dp_param_gather_overlap),
         fsdp_unsharded_under_pp=float(fw.fsdp_unsharded_under_pp),
+        tp_overlap_micro_pipeline=float(fw.tp_overlap_micro_pipeline),
         zero3_16bit_shard_copy=float(fw.zero3_16bit_shard_copy),
         fp8_all_gather=float(t.fp8_all_gather and t.precision == "fp8"),
         saved_input_bytes=_saved_input_bytes(t, fw),

@@ -33,6 +33,7 @@ __all__ = ["local_parameter_counts", "activation_bytes_per_layer", "memory_break
            "lora_parameters_per_layer", "stage_linear_parameters", "GIB"]
 
 PEAK_PHASES = ("forward", "backward")
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other")  # the peak's parts
 
 
 def _memoized(function):
@@ -507,6 +508,12 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
                   and x.recompute == 2 and x.flash_attention == 1)
     recomputes = ops.any(x.recompute > 0) and not same_whole
     activations_backward = activation_bytes_per_layer(x, 0.0 if recomputes else None)[1] + dequantized
+    # start of a backward: the fullest stage's saved set, its last layer's rebuilt whole in place of
+    # that layer's kept part. On one stage the logits have gone by then; under 1F1B the first stage
+    # runs that backward with its other in-flight micro-batches still saved (Narayanan et al. 2021
+    # §2.2.1: the first stage holds pp micro-batches' activations in its steady state). Counted with
+    # the forward's moment, whose reserve (logits block, side-stream blocks) is still held.
+    activations_forward = ops.maximum(activations_forward, stage_saved - saved + activations_backward)
     # FSDP's reduce-scatter of a layer: its unsharded gradients in the parameters' dtype and the
     # reduce-scatter input they are copied into in the reduce dtype, both alive at the copy
     # (torch FSDP2 _fsdp_collectives.foreach_reduce: torch.empty(..., dtype=reduce_dtype), then
@@ -541,8 +548,12 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     # block only for the stream it was made on, so once zero_grad frees the gradients their blocks
     # stay reserved through the next forward, out of reach of the compute stream's activations
     # (a group of one reduces nothing: FSDP then runs as NO_SHARD, its gradients from autograd)
-    side_stream = (x.zero >= 2) & (shard_dense > 1) & (gradients_forward == 0) & (x.optimizer_in_backward == 0)
-    freed_gradients = ops.where(side_stream, gradients, 0.0)
+    # Where the gradients alive in the forward are an unsharded accumulation (no_sync, a stage kept
+    # gathered), the last backward still reduce-scatters them into sharded blocks on that stream.
+    side_stream = (x.zero >= 2) & (shard_dense > 1) & (x.optimizer_in_backward == 0)
+    reduced = _gradient_bytes(x, dense, experts, trainable_dense, trainable_expert, sharded, reduced=True)
+    freed_gradients = ops.where(side_stream & (gradients_forward == 0), gradients,
+                                ops.where(side_stream & _accumulates_unsharded(x), reduced, 0.0))
     reserve_forward = p.allocator_overhead_fraction * activations_forward + split + freed_gradients
     reserve_backward = p.allocator_overhead_fraction * activations_backward
     held_forward = forward + reserve_forward
@@ -559,13 +570,22 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
         "activations": activations, "other": reserve + outside,
         "allocated": allocated, "reserved": reserved, "device": reserved + outside,
         "phase": phase,
+        # cached free blocks at the reserved peak, which the allocator can release (memory_fit)
+        "releasable": ops.where(held_phase == 0, split + freed_gradients, 0.0),
     }
 
 
-def _gradient_bytes(x: Inputs, dense, experts, trainable_dense, trainable_expert, sharded):
+def _accumulates_unsharded(x: Inputs):
+    """FSDP holds the step's gradients unsharded until its last backward: micro-batches inside
+    `no_sync()`, or a pipeline stage it keeps gathered."""
+    return ((x.zero >= 3) & (x.fsdp_unsharded_accumulation > 0) & (x.micro_batches > 1)) | stage_kept_gathered(x)
+
+
+def _gradient_bytes(x: Inputs, dense, experts, trainable_dense, trainable_expert, sharded, reduced=False):
     """All gradients on one GPU at the end of a backward. ZeRO-2/3 shard them, except where FSDP
-    accumulates micro-batches unsharded (`no_sync`); where FSDP puts frozen and trainable weights in
-    one flat parameter, every weight gets a gradient, in the weights' precision."""
+    accumulates micro-batches unsharded (`no_sync`; `reduced`: the sharded gradients its last
+    backward reduce-scatters them into); where FSDP puts frozen and trainable weights in one flat
+    parameter, every weight gets a gradient, in the weights' precision."""
     fsdp = x.zero >= 3
     all_weights = fsdp & (x.method > 0) & (x.fsdp_frozen_params_get_grads > 0)
     count_dense = ops.where(all_weights, dense, trainable_dense)
@@ -574,7 +594,7 @@ def _gradient_bytes(x: Inputs, dense, experts, trainable_dense, trainable_expert
     # frozen LoRA weights carry no gradient but the adapters do, in their own (fp32 under AMP) dtype
     adapters_only = (x.method > 0) & ops.logical_not(all_weights)
     element = ops.where(adapters_only, ops.where(x.master_weights > 0, 4.0, x.weight_bytes), element)
-    unsharded = (fsdp & (x.fsdp_unsharded_accumulation > 0) & (x.micro_batches > 1)) | stage_kept_gathered(x)
+    unsharded = False if reduced else _accumulates_unsharded(x)
     grads = element * sharded(count_dense, count_expert, (x.zero >= 2) & ops.logical_not(unsharded))
     # ZeRO-Offload keeps only the 16-bit gradients the GPU produces; fp32 ones live on the host,
     # and with ZeRO-2/3 each reduced partition leaves for the host at once (a couple of layers' worth)
@@ -607,15 +627,20 @@ def stage_kept_gathered(x: Inputs):
 def memory_breakdown_bytes(x: Inputs, p: ModelParameters):
     """Bytes per GPU at the peak: dict with weights, gradients, optimizer, activations, other."""
     state = memory_state(x, p)
-    return {k: state[k] for k in ("weights", "gradients", "optimizer", "activations", "other")}
+    return {k: state[k] for k in MEMORY_PARTS}
 
 
-def memory_fit(x: Inputs, p: ModelParameters, breakdown: dict | None = None):
+def memory_fit(x: Inputs, p: ModelParameters, state: dict | None = None):
     """(peak bytes per GPU as the device sees it, the GPU's capacity in bytes, whether it fits) — the
-    one fit rule: it fits when the peak leaves `fit_headroom_fraction` of the memory free.
+    one fit rule: it fits when the peak, less the cached free blocks the allocator can give back,
+    leaves `fit_headroom_fraction` of the memory free. When a cudaMalloc fails, PyTorch's caching
+    allocator frees every cached block that is free and unsplit and retries
+    (c10/cuda/CUDACachingAllocator.cpp, release_cached_blocks; counted in num_alloc_retries), so
+    those blocks raise the reserved peak a roomy GPU reports but never cause an out-of-memory.
 
-    `breakdown`: the parts from `memory_breakdown_bytes`, when the caller has them already."""
+    `state`: `memory_state(x, p)`, when the caller has it already."""
+    state = state or memory_state(x, p)
     with np.errstate(divide="ignore", invalid="ignore"):
-        total = sum((breakdown or memory_breakdown_bytes(x, p)).values())
+        total = sum(state[k] for k in MEMORY_PARTS)
     capacity = x.memory_gib * GIB
-    return total, capacity, total <= capacity * (1 - p.fit_headroom_fraction)
+    return total, capacity, total - state["releasable"] <= capacity * (1 - p.fit_headroom_fraction)

@@ -178,7 +178,8 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
                + ring(mlp_fwd * fc1_share) + after_down)
     backward = (ring(attention_bwd * (1 - qkv_share) * (1 - wgrad_share))
                 + ring(mlp_bwd * (1 - fc1_share) * (1 - wgrad_share))
-                + bulk(attention_bwd * qkv_share * wgrad_share) + bulk(mlp_bwd * fc1_share * wgrad_share))
+                + _input_gradient_scatters_s(x, tools=(pipelined, bulk), nbytes=nbytes, group=group,
+                                             qkv_bwd=attention_bwd * qkv_share, fc1_bwd=mlp_bwd * fc1_share))
     # op-level selective recompute gathers the attention and MLP inputs again, beside the one
     # GEMM each that it redoes there (k; a gated MLP's up projection)
     redone_attention, redone_mlp = op_level.redone_gemm_s(x, gemm)
@@ -188,6 +189,24 @@ def _tensor_parallel_overlapped_s(x: Inputs, p: ModelParameters, nbytes, group, 
     if module_recompute.lists_modules(x):  # a recomputed MLP's gather and scatter, beside its GEMMs again
         recompute = recompute + module_recompute.redone_tp_units(x) * (ring(mlp_fwd * fc1_share) + after_down)
     return forward + backward + recompute
+
+
+def _input_gradient_scatters_s(x: Inputs, tools, nbytes, group, qkv_bwd, fc1_bwd):
+    """The backward's reduce-scatters of the QKV and FC1 input gradients, given those linears'
+    backward GEMM time. Transformer Engine runs each in bulk beside the weight-gradient GEMM;
+    micro-pipeline TP (FrameworkSpec.tp_overlap_micro_pipeline) pipelines it beside the input-
+    gradient GEMM of a single linear, and sends the sum over separate q/k/v (gate/up) linears' input
+    gradients as a plain, exposed reduce-scatter (a reduce-scatter of the same bytes takes as long
+    as the all-gather)."""
+    pipelined, bulk = tools
+    wgrad_share = _weight_gradient_share(x)
+    userbuffers = bulk(qkv_bwd * wgrad_share) + bulk(fc1_bwd * wgrad_share)
+    if not ops.any(x.tp_overlap_micro_pipeline > 0):
+        return userbuffers
+    plain = comm.all_gather_time_s(nbytes, group)
+    micro = (ops.where(x.qkv_linears > 1, plain, pipelined(qkv_bwd * (1 - wgrad_share)))
+             + ops.where(x.mlp_input_linears > 1, plain, pipelined(fc1_bwd * (1 - wgrad_share))))
+    return ops.where(x.tp_overlap_micro_pipeline > 0, micro, userbuffers)
 
 
 def context_parallel_exposed_s(x, p, tokens, layers, attention_fwd, attention_bwd):

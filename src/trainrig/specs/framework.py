@@ -170,6 +170,14 @@ class FrameworkSpec(CatalogEntry):
     tp_comm_overlap: bool = True
     """Can overlap tensor-parallel collectives with GEMMs (`training.tp_comm_overlap`): Megatron-Core
     and NeMo through Transformer Engine userbuffers, torchtitan through async TP."""
+    tp_overlap_micro_pipeline: bool = False
+    """The TP overlap is PyTorch's micro-pipeline ("async") TP, not Transformer Engine's userbuffers:
+    torch inductor's micro_pipeline_tp pass fuses an all-gather into the matmuls that consume it and a
+    reduce-scatter into the one matmul whose output it scatters (fused_all_gather_matmul,
+    fused_matmul_reduce_scatter), and nothing else; it has no bulk overlap beside another GEMM. An
+    input gradient summed over separate q/k/v (or gate/up) linears is not one matmul's output, so its
+    reduce-scatter runs as a plain, exposed collective; a fused linear's is pipelined beside that
+    linear's own input-gradient GEMM."""
     quantized_lora: bool = True
     """Supports LoRA over a quantized base (QLoRA)."""
 
