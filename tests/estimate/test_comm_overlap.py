@@ -307,3 +307,20 @@ def test_async_tp_is_named_for_torchtitan():
     assert any("async (micro-pipeline) TP" in a for a in titan)
     assert not any("async (micro-pipeline) TP" in a for a in mcore)
     assert any("userbuffers" in a for a in mcore)
+
+
+def test_torchtitan_context_parallelism_defaults_to_its_all_gather_rotation():
+    """torchtitan's context_parallel_rotate_method defaults to allgather: a job that names the
+    framework and no cp_kind gets it, and says so; a stated cp_kind and other frameworks keep theirs."""
+    training = {"seq_len": 32768, "cp": 2, "global_batch": 8, "framework": "torchtitan"}
+    titan = make_job(load_model(LLAMA_8B).model_dump(), training=training)
+    assert titan.training.cp_kind == "all-gather"
+    said = estimate(titan, advise_fit=False).assumptions
+    assert any("cp_kind: all-gather, torchtitan's default" in a for a in said)
+    ring = make_job(load_model(LLAMA_8B).model_dump(), training={**training, "cp_kind": "ring"})
+    assert ring.training.cp_kind == "ring"
+    plain = make_job(load_model(LLAMA_8B).model_dump(), training={**training, "framework": "megatron"})
+    assert plain.training.cp_kind == "ring"
+    # without context parallelism the default is silent
+    alone = estimate(make_job(load_model(LLAMA_8B).model_dump(), training={**training, "cp": 1}), advise_fit=False)
+    assert not any("cp_kind" in w for w in alone.warnings)

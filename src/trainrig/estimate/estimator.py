@@ -250,7 +250,7 @@ def _warnings(job: Job, row: dict[str, Any], params: ModelParameters) -> list[st
         warnings.append("sequence_parallel has no effect with tp=1")
     if t.tp_comm_overlap and t.tp == 1:
         warnings.append("tp_comm_overlap has no effect with tp=1")
-    if t.cp_kind != "ring" and t.cp == 1:
+    if t.cp_kind != "ring" and t.cp == 1 and "cp_kind" in t.model_fields_set:  # (not a framework's default)
         warnings.append(f"cp_kind: {t.cp_kind} has no effect with cp=1")
     if t.moe_dispatcher is not None and (t.ep == 1 or not job.model.is_moe):
         warnings.append(f"moe_dispatcher: {t.moe_dispatcher} has no effect without experts spread over ranks (ep > 1)")
@@ -412,7 +412,8 @@ def _overlap_assumptions(job: Job, given: set[str]) -> list[str]:
         kind = {"ring": "ring attention, the K/V exchange hidden under attention",
                 "all-gather": "an all-gather of K/V per layer, hidden under the local block only",
                 "ulysses": "Ulysses all-to-alls, exposed"}[t.cp_kind]
-        default = "" if "cp_kind" in given else ", the default"
+        default = "" if "cp_kind" in given else (f", {job.framework.name}'s default" if job.framework.default_cp_kind
+                                                 else ", the default")
         said.append(f"context parallelism as {kind} (cp_kind: {t.cp_kind}{default})")
     if job.model.is_moe and t.ep > 1:
         said.append(_expert_parallel_assumption(t, given))

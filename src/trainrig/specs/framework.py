@@ -28,6 +28,10 @@ class FrameworkSpec(CatalogEntry):
     default_zero: int = Field(default=0, ge=0, le=3)
     """The ZeRO stage the stack's recipes run when the job does not say: 1 for NeMo / Megatron-Bridge,
     whose recipes turn Megatron-Core's distributed optimizer on; 0 where it is opt-in."""
+    default_cp_kind: Literal["ring", "all-gather", "ulysses"] | None = None
+    """How the stack's context parallelism moves keys and values when the job does not say
+    (`training.cp_kind`): `all-gather` for torchtitan, whose `context_parallel_rotate_method`
+    defaults to allgather; null = the job's default, ring."""
     persistent_grad_buffer: bool = False
     """Gradients live in a buffer allocated once and kept between steps (Megatron's contiguous
     main_grad buffer, DeepSpeed's gradient partitions), so they are alive during the forward too;

@@ -210,7 +210,8 @@ class TrainingSpec(FrozenSpec):
     `cp_comm_type: p2p`); `all-gather` gathers every K/V chunk once per layer, hidden only behind the local block
     (PyTorch/torchtitan's default rotate method, Megatron `cp_comm_type: all_gather`); `ulysses`
     re-shards q, k, v and the output by heads with four all-to-alls per layer, exposed
-    (DeepSpeed-Ulysses, Megatron `cp_comm_type: a2a`; needs the heads per TP rank divisible by cp)."""
+    (DeepSpeed-Ulysses, Megatron `cp_comm_type: a2a`; needs the heads per TP rank divisible by cp).
+    Unstated, the framework's default (`all-gather` for torchtitan), else `ring`."""
     flash_attention: bool = True
     """Fused attention that never stores the s × s score matrix."""
     flash_attention_version: Literal[1, 2] = 2
@@ -486,6 +487,10 @@ class Job(FrozenSpec):
         if training.zero is None:  # the framework's recipes' default, still unstated (estimate's assumptions)
             training = training.model_copy(update={"zero": self.framework.default_zero})
             object.__setattr__(training, "__pydantic_fields_set__", training.model_fields_set - {"zero"})
+        if self.framework.default_cp_kind and "cp_kind" not in training.model_fields_set:
+            given = training.model_fields_set  # the framework's default, still unstated
+            training = training.model_copy(update={"cp_kind": self.framework.default_cp_kind})
+            object.__setattr__(training, "__pydantic_fields_set__", given)
         training = _resolved_training(self.model, self.hardware, training)
         object.__setattr__(self, "training", training)
         _check_parallelism(self.model, self.hardware, training)
