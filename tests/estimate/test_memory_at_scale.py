@@ -258,3 +258,15 @@ def test_cached_free_blocks_do_not_make_a_job_run_out_of_memory():
     smaller = make_job(model=LLAMA, training=training, hardware={
         **EIGHT, "gpu": {"base": "H100-SXM5-80GB", "memory_gib": round(0.98 * needed / limit / 2**30, 3)}})
     assert not estimate(smaller, advise_fit=False).fits
+
+
+@pytest.mark.parametrize("training", [
+    {"recompute": "selective"}, {"recompute": "full", "seq_len": 128, "loss": "fused"},
+    {"recompute": "full", "global_batch": 64}, {"zero": 0, "recompute": "selective"},
+    {"pp": 2, "recompute": "full", "global_batch": 64, "framework": "torchtitan"},
+])
+def test_what_the_fit_leaves_out_is_never_allocated(training):
+    """The releasable blocks are cached and free: the fit's peak (reserved less them) never falls
+    below the allocated peak of either moment, and they are at most the two cached blocks."""
+    _, _, s = state(training)
+    assert 0.0 <= s["releasable"] <= s["reserved"] - s["allocated"] + 1e-6

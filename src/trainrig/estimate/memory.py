@@ -570,8 +570,9 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
         "activations": activations, "other": reserve + outside,
         "allocated": allocated, "reserved": reserved, "device": reserved + outside,
         "phase": phase,
-        # cached free blocks at the reserved peak, which the allocator can release (memory_fit)
-        "releasable": ops.where(held_phase == 0, split + freed_gradients, 0.0),
+        # what the reserved peak holds in cached free blocks the allocator can release (memory_fit):
+        # the forward's logits and side-stream blocks, as far as the backward's moment needs less
+        "releasable": reserved - ops.maximum(held_forward - split - freed_gradients, held_backward),
     }
 
 
