@@ -241,3 +241,36 @@ def test_an_unknown_framework_is_one_sentence_naming_the_field():
     with pytest.raises(TrainrigError) as error:
         make_job(model=LLAMA_SMALL, training={"framework": "jax-magic"})
     assert error.value.field == "training.framework"
+
+
+def test_peft_prepares_a_quantized_base_with_fp32_embedding_head_and_norms():
+    """QLoRA through PEFT's prepare_model_for_kbit_training (hf-trainer, axolotl) keeps the weights
+    the quantizer leaves alone (embedding, head, norms) in fp32: 2 more bytes each than Unsloth or
+    torchtune, whose QLoRA keeps them 16-bit; LoRA over a 16-bit base is untouched, and it is named."""
+    qlora = {"method": "qlora", "quantization": "nf4", "recompute": "full", "loss": "chunked"}
+    job, hf = state(**qlora, framework="hf-trainer")
+    _, tune = state(**qlora, framework="torchtune")
+    m = job.model
+    unquantized = 2 * m.vocab * m.hidden + (2 * m.n_layers + 1) * m.hidden  # embedding, head, RMSNorm scales
+    assert hf["weights"] - tune["weights"] == pytest.approx(2 * unquantized, rel=1e-9)
+    _, hf_lora = state(method="lora", recompute="full", loss="chunked", framework="hf-trainer")
+    _, tune_lora = state(method="lora", recompute="full", loss="chunked", framework="torchtune")
+    assert hf_lora["weights"] == pytest.approx(tune_lora["weights"], rel=1e-12)
+    said = estimate(make_job(model=LLAMA_SMALL, hardware=ONE_GPU, training={
+        "seq_len": 1024, "global_batch": 2, "micro_batch": 2, **qlora, "framework": "hf-trainer"})).assumptions
+    assert any("prepare_model_for_kbit_training" in a for a in said)
+
+
+def test_a_layers_backward_holds_its_gradients_beside_its_rebuilt_activations():
+    """At the end of the backward the layer being backpropagated holds, beside its whole saved set,
+    the hidden state's incoming gradient (h) and the gradient of its gated MLP's input side (gate and
+    up, 2·ffn), in the activations' dtype: the peak moves by exactly that against the saved set."""
+    from trainrig.estimate.memory import activation_bytes_per_layer
+
+    job, end = state(seq_len=128, recompute="full", loss="fused")
+    assert end["phase"] == 1.0
+    x = inputs_from_job(job, P)
+    whole = float(activation_bytes_per_layer(x, 0.0)[1])
+    tokens = 2 * 128
+    gradients = tokens * 2 * (LLAMA_SMALL["hidden"] + 2 * LLAMA_SMALL["ffn_hidden"])
+    assert end["activations"] == pytest.approx(whole + gradients, rel=1e-9)

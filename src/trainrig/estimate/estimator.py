@@ -314,6 +314,9 @@ def _assumptions(job: Job) -> list[str]:
         said.append("a fused or per-tensor optimizer step (no temporaries beyond the states)")
     framework = job.framework
     said.extend(_projection_assumptions(job))
+    if t.method == "qlora" and framework.qlora_unquantized_fp32:
+        said.append("the quantized base prepared by PEFT's prepare_model_for_kbit_training: embedding, output head"
+                    f" and norms in fp32 ({framework.name}'s QLoRA recipes)")
     if "zero" not in given and job.framework.default_zero:
         said.append(f"ZeRO {t.zero}, {job.framework.name}'s recipes' default (distributed optimizer; training.zero)")
     if job.model.is_moe and t.expert_tp is None and expert_tp_degree(t) != t.tp:

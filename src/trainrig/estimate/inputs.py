@@ -126,6 +126,7 @@ class Inputs:
     fp8: Any
     method: Any
     lora_rank: Any
+    unquantized_weight_bytes: Any  # bytes per frozen weight a quantizer leaves alone (embedding, head, norms)
     frozen_weight_bytes: Any  # bytes per frozen layer-linear weight: 2 (16-bit), ~0.516 (NF4 + double quant) …
     quantized: Any  # 1 when the frozen base is quantized (dequantized per use)
     dequant_bytes_per_weight: Any  # one dequantization's HBM bytes per weight at the stream rate (DEQUANT_*)

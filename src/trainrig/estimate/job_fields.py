@@ -331,6 +331,7 @@ def training_fields(job: Job) -> dict[str, float]:
         optimizer_rw_bytes=optimizer_step_bytes(t),
         fp8=float(t.precision in LOW_PRECISION_LINEARS), method=METHOD_CODE[t.method], lora_rank=t.lora_rank,
         frozen_weight_bytes=QUANTIZED_WEIGHT_BYTES.get(quantization, 2 if mixed else 4),
+        unquantized_weight_bytes=4.0 if t.method == "qlora" and fw.qlora_unquantized_fp32 else (2.0 if mixed else 4.0),
         quantized=float(quantization != "none"),
         dequant_bytes_per_weight=DEQUANT_BYTES_PER_WEIGHT.get(quantization, 0.0)
         / DEQUANT_STREAM_FRACTION.get(quantization, 1.0),

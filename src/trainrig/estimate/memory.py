@@ -187,9 +187,10 @@ stage_linear_parameters = _stage_linear_parameters
 
 def _frozen_base_bytes(x: Inputs):
     """Bytes of the frozen base of a LoRA/QLoRA job on one GPU: the layers' linears at their storage
-    (quantized or 16-bit), norms, embedding and head at 16 bits (quantizers leave them alone)."""
+    (quantized or 16-bit), norms, embedding and head as the quantizer leaves them: at 16 bits, or
+    in fp32 where the stack prepares the quantized model with PEFT (FrameworkSpec.qlora_unquantized_fp32)."""
     unquantized = ops.where(x.train_embeddings > 0, 0.0, _end_parameters(x)) + _stage_norm_parameters(x)
-    return _stage_linear_parameters(x) * x.frozen_weight_bytes + unquantized * x.weight_bytes
+    return _stage_linear_parameters(x) * x.frozen_weight_bytes + unquantized * x.unquantized_weight_bytes
 
 
 def activation_bytes_per_layer(x: Inputs, recompute_override=None):
@@ -507,7 +508,8 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
     same_whole = (type(x.recompute) is not np.ndarray and type(x.flash_attention) is not np.ndarray
                   and x.recompute == 2 and x.flash_attention == 1)
     recomputes = ops.any(x.recompute > 0) and not same_whole
-    activations_backward = activation_bytes_per_layer(x, 0.0 if recomputes else None)[1] + dequantized
+    activations_backward = (activation_bytes_per_layer(x, 0.0 if recomputes else None)[1] + dequantized
+                            + _layer_gradient_bytes(x))
     # start of a backward: the fullest stage's saved set, its last layer's rebuilt whole in place of
     # that layer's kept part. On one stage the logits have gone by then; under 1F1B the first stage
     # runs that backward with its other in-flight micro-batches still saved (Narayanan et al. 2021
@@ -574,6 +576,17 @@ def memory_state(x: Inputs, p: ModelParameters) -> dict:
         # the forward's logits and side-stream blocks, as far as the backward's moment needs less
         "releasable": reserved - ops.maximum(held_forward - split - freed_gradients, held_backward),
     }
+
+
+def _layer_gradient_bytes(x: Inputs):
+    """The gradients a layer's backward holds beside its saved set: the hidden state's incoming
+    gradient and the MLP's input-side gradient (the FC1 output's width, gate and up for a gated
+    MLP), which the activation's backward writes while FC1's saved output is still alive and FC1's
+    backward GEMM then reads. In a MoE layer the routed tokens' copies through the local experts."""
+    tokens = x.micro_batch * x.seq_len / x.cp
+    fc1_width = (x.mlp_matrices - 1) * ops.where(x.n_moe_layers < x.n_layers, x.ffn_hidden / x.tp, 0.0)
+    expert_width = ops.where(x.n_moe_layers > 0, x.top_k * (x.mlp_matrices - 1) * x.expert_ffn_hidden / x.etp, 0.0)
+    return tokens * x.activation_bytes * (x.hidden / x.sequence_shards + ops.maximum(fc1_width, expert_width))
 
 
 def _accumulates_unsharded(x: Inputs):

@@ -184,6 +184,10 @@ class FrameworkSpec(CatalogEntry):
     linear's own input-gradient GEMM."""
     quantized_lora: bool = True
     """Supports LoRA over a quantized base (QLoRA)."""
+    qlora_unquantized_fp32: bool = False
+    """QLoRA runs through PEFT's `prepare_model_for_kbit_training`, which casts every 16-bit parameter
+    that is not a quantized weight (embedding, output head, norms) to fp32 (peft/utils/other.py: "cast
+    all non INT8 parameters to fp32"), so the base keeps them at 4 bytes each."""
 
 
 CUSTOM_FRAMEWORK = FrameworkSpec(
