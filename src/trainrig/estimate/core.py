@@ -147,7 +147,7 @@ def _memory(x: Inputs, p: ModelParameters):
 
 
 def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
-    tokens = x.micro_batch * x.seq_len / x.cp
+    tokens = x.micro_batch_tokens
     layers = x.layers_per_stage
     arithmetic = _arithmetic_s(x, p)
     compute = ops.total((arithmetic["compute"], _zero3_gradient_path_s(x)))
@@ -209,7 +209,7 @@ def _arithmetic_s(x: Inputs, p: ModelParameters) -> dict[str, Any]:
     """GPU time of one micro-batch's arithmetic on one GPU of the slowest stage: its layers'
     forward, backward and recomputation and the output head (`compute`), and one layer's attention
     core (forward, backward), which context-parallel traffic hides under."""
-    tokens = x.micro_batch * x.seq_len / x.cp
+    tokens = x.micro_batch_tokens
     redone = bool(ops.any(op_level_recompute(x)))  # over all rows: recompute is in GEMM_IGNORES
     gemm = per_distinct_row(lambda rows: _gemm_times_s(rows, p, redone), x, GEMM_IGNORES)
     layer_fwd, layer_bwd, layer_recompute = _layer_times_s(x, p, tokens, gemm)
@@ -272,7 +272,7 @@ def _gemm_times_s(x: Inputs, p: ModelParameters, with_op_level: bool = True) -> 
     `with_op_level`: also time the GEMMs op-level selective recompute redoes (`op_recompute`), which
     the caller asks for when any configuration runs that policy; else they are zero.
     """
-    tokens = x.micro_batch * x.seq_len / x.cp
+    tokens = x.micro_batch_tokens
     batch = GemmBatch()
     q_local, k_local, v_local = x.q_width_local, x.kv_width_local, x.v_width_local
     up_width = x.mlp_matrices - 1  # gate and up: 2 for a gated MLP

@@ -75,7 +75,7 @@ def offload_exposed_s(x: Inputs, p: ModelParameters, micro) -> Any:
 
 def host_transfer_exposed_s(x: Inputs, gpu_busy):
     """Batches are copied from pinned memory ahead of use; only a copy longer than the step shows."""
-    tokens = x.micro_batch * x.seq_len / x.cp
+    tokens = x.micro_batch_tokens
     copies = x.micro_batches * tokens * TOKEN_BATCH_BYTES / (x.pcie_bandwidth_gbs * 1e9)
     return ops.maximum(copies - gpu_busy, 0.0)
 

@@ -423,6 +423,11 @@ class Inputs:
         return attended_keys(self)
 
     @property
+    def micro_batch_tokens(self):
+        """Tokens of one micro-batch on one GPU: micro_batch · seq_len, split over the CP group."""
+        return self.micro_batch * self.seq_len / self.cp
+
+    @property
     def local_experts(self):
         """Routed experts on one expert-parallel rank (n_experts / ep), at least one."""
         return ops.maximum(self.n_experts / self.ep, 1.0)

@@ -302,6 +302,7 @@ def _adapter_host_ops(fw) -> tuple[float, float]:
 def training_fields(job: Job) -> dict[str, float]:
     t, fw = job.training, job.framework
     mixed = t.precision != "fp32"
+    element_bytes = 2 if mixed else 4  # a 16-bit or fp32 element of the training precision
     targets = t.lora_modules
     quantization = t.base_quantization
     fused_qkv, fused_gate_up = job.projections_fused()
@@ -322,7 +323,7 @@ def training_fields(job: Job) -> dict[str, float]:
         **_cuda_graph_fields(t),
         **_attention_fields(job),
         fused_kernels=float(t.kernels_fused(fw.fused_kernels)), dropout=float(t.dropout),
-        activation_bytes=2 if mixed else 4, weight_bytes=2 if mixed else 4,
+        activation_bytes=element_bytes, weight_bytes=element_bytes,
         # gradients are accumulated and reduced in fp32 by default (Megatron's main_grad, PyTorch
         # AMP, FSDP reduce_dtype): 4 bytes; MODELING.md's 18 B/param for Megatron. Pure
         # low-precision training keeps them in the training precision.
@@ -330,8 +331,8 @@ def training_fields(job: Job) -> dict[str, float]:
         optimizer_bytes=optimizer_state_bytes(t),
         optimizer_rw_bytes=optimizer_step_bytes(t),
         fp8=float(t.precision in LOW_PRECISION_LINEARS), method=METHOD_CODE[t.method], lora_rank=t.lora_rank,
-        frozen_weight_bytes=QUANTIZED_WEIGHT_BYTES.get(quantization, 2 if mixed else 4),
-        unquantized_weight_bytes=4.0 if t.method == "qlora" and fw.qlora_unquantized_fp32 else (2.0 if mixed else 4.0),
+        frozen_weight_bytes=QUANTIZED_WEIGHT_BYTES.get(quantization, element_bytes),
+        unquantized_weight_bytes=4 if t.method == "qlora" and fw.qlora_unquantized_fp32 else element_bytes,
         quantized=float(quantization != "none"),
         dequant_bytes_per_weight=DEQUANT_BYTES_PER_WEIGHT.get(quantization, 0.0)
         / DEQUANT_STREAM_FRACTION.get(quantization, 1.0),

@@ -219,7 +219,7 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
     """
     recompute = x.recompute if recompute_override is None else recompute_override
     e = x.activation_bytes
-    tokens = x.micro_batch * x.seq_len / x.cp
+    tokens = x.micro_batch_tokens
     rep = x.sequence_shards
     kv_width_local, q_width_local, v_width_local = x.kv_width_local, x.q_width_local, x.v_width_local
     out_local = x.attention_out_local
@@ -379,7 +379,7 @@ def logits_bytes(x: Inputs, p: ModelParameters):
     16-bit logits and overwrites them with their gradient; a fused linear cross-entropy
     (Liger, Unsloth) never builds the logits, only a chunk of about hidden/vocab of them at a time
     (Liger's chunk size: tokens·hidden/vocab), i.e. ~hidden elements per token."""
-    tokens = x.micro_batch * x.seq_len / x.cp
+    tokens = x.micro_batch_tokens
     chunked = x.activation_bytes * ops.where(x.fused_kernels > 0, 1.0, 2.0)
     # the full loss's three fp32 tensors (log-softmax, its gradient, its input's gradient) are 16-bit
     # when it runs in the training precision (`loss_upcast: false`)
@@ -395,7 +395,7 @@ def _freed_logits_block(x: Inputs):
     """Bytes of the 16-bit logits a full, upcast cross-entropy frees before its fp32 tensors need
     room (`loss_fn(pred.float())` then `del pred` in torchtitan's train.py): the caching allocator keeps
     that block reserved, as none of the later requests fits in it."""
-    tokens = x.micro_batch * x.seq_len / x.cp
+    tokens = x.micro_batch_tokens
     upcast = (x.loss_kind == 0) & (x.loss_upcast > 0) & (x.activation_bytes < 4)
     return ops.where(upcast, tokens * x.vocab / x.tp * x.activation_bytes, 0.0)
 
@@ -583,7 +583,7 @@ def _layer_gradient_bytes(x: Inputs):
     gradient and the MLP's input-side gradient (the FC1 output's width, gate and up for a gated
     MLP), which the activation's backward writes while FC1's saved output is still alive and FC1's
     backward GEMM then reads. In a MoE layer the routed tokens' copies through the local experts."""
-    tokens = x.micro_batch * x.seq_len / x.cp
+    tokens = x.micro_batch_tokens
     fc1_width = (x.mlp_matrices - 1) * ops.where(x.n_moe_layers < x.n_layers, x.ffn_hidden / x.tp, 0.0)
     expert_width = ops.where(x.n_moe_layers > 0, x.top_k * (x.mlp_matrices - 1) * x.expert_ffn_hidden / x.etp, 0.0)
     return tokens * x.activation_bytes * (x.hidden / x.sequence_shards + ops.maximum(fc1_width, expert_width))

@@ -260,7 +260,7 @@ def _context_parallel_hidden_s(x: Inputs, p: ModelParameters, micro):
     `context_parallel_exposed_s` left exposed; none for Ulysses, whose all-to-alls all show."""
     if not ops.any(x.cp > 1):
         return 0.0
-    tokens = x.micro_batch * x.seq_len / x.cp
+    tokens = x.micro_batch_tokens
     passes = 3 + x.full_recompute_share
     total = x.layers_per_stage * x.attention_share * passes * _context_parallel_pass_s(x, p, tokens)
     hidden = ops.where(x.cp_kind == 2, 0.0, ops.maximum(total - micro["cp_comm"], 0.0))
@@ -367,7 +367,7 @@ def pipeline_comm_s(x: Inputs, p: ModelParameters):
     scatters the activation over the TP ranks before sending (Narayanan et al. 2021 §4.1)."""
     if not ops.any(x.pp > 1):
         return 0.0
-    tokens = x.micro_batch * x.seq_len / x.cp
+    tokens = x.micro_batch_tokens
     nbytes = tokens * x.hidden * x.activation_bytes / x.tp
     across_nodes = x.tp * x.cp * x.dp >= x.fabric_gpus  # a stage fills its scale-up fabric
     send = comm.p2p_time_s(nbytes, across_nodes & (x.n_fabrics > 1), x, p)
