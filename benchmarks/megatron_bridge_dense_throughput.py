@@ -17,7 +17,9 @@ ZeRO 1; sequence parallelism with TP) and to the network of the MoE script (8 ×
 (scripts/performance/configs/llama/llama3_llm_pretrain.py and llama3_workload_base_configs.py,
 read at a later commit than the table, so a row's recipe may have changed since):
 `set_llama3_common_configs` turns `grad_reduce_in_fp32` off (bf16 gradients:
-`grad_reduce_dtype: bf16`); the 70B and 8B configs run Transformer Engine's TP overlap whenever
+`grad_reduce_dtype: bf16`); the performance recipes' common settings choose Transformer Engine's
+cross-entropy (src/megatron/bridge/perf_recipes/_common.py `_benchmark_common`,
+`cross_entropy_fusion_impl = "te"`: `loss: fused`); the 70B and 8B configs run Transformer Engine's TP overlap whenever
 tp > 1 (`tp_comm_overlap`); the 8B presets on GB300, GB200 and B200 capture the whole iteration in
 a CUDA graph (`cuda_graph_scope: [full_iteration]`); the 70B Megatron-FSDP presets in fp8 (V2, GBS
 256) offload 20 (GB300) and 40 (GB200) layers' activations to the host (`cpu_offloading_num_layers`:
@@ -68,6 +70,7 @@ def row_job(system, model, n_gpus, precision, gbs, mbs, seq, fsdp, tp, pp, cp, v
         training["zero"] = 3
     if recipes:
         training["grad_reduce_dtype"] = "bf16"
+        training["loss"] = "fused"
         training["tp_comm_overlap"] = tp > 1
         if model == "LLAMA3_8B" and not system.startswith("H100"):
             training["cuda_graph_scope"] = ["full_iteration"]

@@ -151,6 +151,34 @@ def test_loss_parallel_holds_four_fp32_copies_of_the_local_logits():
     assert titan["activations"] - plain["activations"] == pytest.approx(local_logits * (16 - 12), rel=1e-9)
 
 
+@pytest.mark.parametrize("tp", [1, 2])
+def test_megatron_cores_cross_entropy_holds_one_fp32_softmax_and_a_16_bit_gradient(tp):
+    """Megatron-Core's vocab-parallel loss (and Megatron-Bridge's native fused one) upcasts the
+    local logits into one fp32 buffer, saves it as the softmax and turns it into the gradient in
+    place, returned in 16 bits: 4 + 2 bytes per local logit at any TP, where PyTorch's loss holds 12;
+    `loss: fused` (Transformer Engine's in-place kernel) keeps only the 16-bit logits."""
+    from trainrig.estimate.memory import logits_bytes
+
+    layout = {"tp": tp, "sequence_parallel": tp > 1, "global_batch": 8 * 2 // tp, "zero": 0}
+    local_logits = 2 * 2048 * VOCAB / tp
+    for framework in ("megatron", "nemo"):
+        _, x, _ = state({**layout, "framework": framework})
+        assert float(logits_bytes(x, P)) == pytest.approx(local_logits * 6, rel=1e-9)
+        _, fused, _ = state({**layout, "framework": framework, "loss": "fused"})
+        assert float(logits_bytes(fused, P)) == pytest.approx(local_logits * 2, rel=1e-9)
+    _, plain, _ = state(layout)
+    assert float(logits_bytes(plain, P)) == pytest.approx(local_logits * 12, rel=1e-9)
+
+
+def test_the_estimate_names_megatron_cores_loss_unless_the_job_chose_one():
+    from trainrig import estimate
+
+    job, _, _ = state({"framework": "nemo", "zero": 0})
+    assert any("own cross-entropy" in line and "6 bytes per logit" in line for line in estimate(job).assumptions)
+    job, _, _ = state({"framework": "nemo", "zero": 0, "loss": "fused"})
+    assert not any("own cross-entropy" in line for line in estimate(job).assumptions)
+
+
 def test_torchtitan_keeps_a_pipeline_stage_gathered_and_its_gradients_unsharded():
     """Under PP, torchtitan's FSDP keeps the stage's weights gathered (reshard_after_forward = not
     pp_enabled) and its fp32 gradients unsharded until the last backward (pipelining's

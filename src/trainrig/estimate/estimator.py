@@ -36,7 +36,7 @@ def estimate(
     elif advise_fit:
         fit_message, fit_fixes = _fit_message(job, row, params)
     else:
-        fit_message, fit_fixes = _overflow_text(job, row), []
+        fit_message, fit_fixes = _overflow_text(job, row, params), []
     tokens = job.training.tokens
     total_s = tokens / row["tokens_per_s"] if tokens else None
     gpu_hours = total_s * job.hardware.n_gpus / 3600 if total_s is not None else None
@@ -192,14 +192,18 @@ def _fit_message(job: Job, row: dict[str, Any], params: ModelParameters) -> tupl
     from trainrig.estimate.fit_advice import fit_advice
 
     change, fixes = fit_advice(job, params)
-    return _overflow_text(job, row) + (f"; smallest change that fits: {change}" if change else
+    return _overflow_text(job, row, params) + (f"; smallest change that fits: {change}" if change else
                                         "; no single change fits — use more GPUs or a GPU with more memory"), fixes
 
 
-def _overflow_text(job: Job, row: dict[str, Any]) -> str:
+def _overflow_text(job: Job, row: dict[str, Any], params: ModelParameters) -> str:
+    """The peak against what fits: the capacity less the headroom a caching allocator needs."""
     largest = max(row["memory"], key=row["memory"].get)
-    return (f"needs {row['memory_bytes'] / GIB:.1f} GiB per GPU but {job.hardware.gpu.id} has "
-            f"{job.hardware.gpu.memory_gib:g} GiB ({largest} {row['memory'][largest] / GIB:.1f} GiB)")
+    gpu = job.hardware.gpu
+    limit_gib = gpu.memory_gib * (1 - params.fit_headroom_fraction)
+    return (f"needs {row['memory_bytes'] / GIB:.1f} GiB per GPU, over the {limit_gib:.1f} GiB that fit on"
+            f" {gpu.id}'s {gpu.memory_gib:g} GiB ({params.fit_headroom_fraction:.0%} kept free for the"
+            f" allocator; {largest} {row['memory'][largest] / GIB:.1f} GiB)")
 
 
 def _config(job: Job, n_params: int) -> dict[str, Any]:
@@ -317,6 +321,10 @@ def _assumptions(job: Job) -> list[str]:
     if t.method == "qlora" and framework.qlora_unquantized_fp32:
         said.append("the quantized base prepared by PEFT's prepare_model_for_kbit_training: embedding, output head"
                     f" and norms in fp32 ({framework.name}'s QLoRA recipes)")
+    if t.loss == "full" and framework.loss_bytes_per_logit:
+        said.append(f"{framework.name}'s own cross-entropy: an fp32 softmax saved and turned into the gradient in"
+                    f" place, {framework.loss_bytes_per_logit:g} bytes per logit at its peak (loss: full; `fused`"
+                    " for Transformer Engine's in-place kernel)")
     if "zero" not in given and job.framework.default_zero:
         said.append(f"ZeRO {t.zero}, {job.framework.name}'s recipes' default (distributed optimizer; training.zero)")
     if job.model.is_moe and t.expert_tp is None and expert_tp_degree(t) != t.tp:

@@ -194,6 +194,7 @@ class Inputs:
     fp8_all_gather: Any  # 1 = FSDP gathers the fp8 linears' weights in fp8 (see TrainingSpec)
     saved_input_bytes: Any  # bytes per element of a linear's input kept for its weight gradient
     loss_parallel_bytes: Any  # bytes per local logit of a TP loss_parallel cross-entropy; 0 = PyTorch's own
+    loss_bytes: Any  # bytes per local logit of the stack's own full cross-entropy at any TP; 0 = PyTorch's own
     quantized_linear_saves_input: Any
     pretokenized: Any
     checkpoint_interval_steps: Any  # inf when no checkpoints are modelled

@@ -372,6 +372,7 @@ def training_fields(job: Job) -> dict[str, float]:
         fp8_all_gather=float(t.fp8_all_gather and t.precision == "fp8"),
         saved_input_bytes=_saved_input_bytes(t, fw),
         loss_parallel_bytes=float(fw.loss_parallel_bytes_per_logit or 0.0),
+        loss_bytes=float(fw.loss_bytes_per_logit or 0.0),
         quantized_linear_saves_input=float(fw.quantized_linear_saves_input),
         offload=OFFLOAD_CODE[t.offload], pretokenized=float(t.data_format == "pretokenized"),
         checkpoint_interval_steps=float(t.checkpoint_interval_steps or np.inf),

@@ -383,8 +383,10 @@ def logits_bytes(x: Inputs, p: ModelParameters):
     chunked = x.activation_bytes * ops.where(x.fused_kernels > 0, 1.0, 2.0)
     # the full loss's three fp32 tensors (log-softmax, its gradient, its input's gradient) are 16-bit
     # when it runs in the training precision (`loss_upcast: false`)
-    # (under TP a stack's loss_parallel keeps its own count: framework fact loss_parallel_bytes_per_logit)
-    per_logit = ops.where((x.tp > 1) & (x.loss_parallel_bytes > 0), x.loss_parallel_bytes, p.logits_bytes_per_element)
+    # (a stack's own loss keeps its own count: framework facts loss_bytes_per_logit, at any TP, and
+    # loss_parallel_bytes_per_logit, under TP)
+    own = ops.where(x.loss_bytes > 0, x.loss_bytes, p.logits_bytes_per_element)
+    per_logit = ops.where((x.tp > 1) & (x.loss_parallel_bytes > 0), x.loss_parallel_bytes, own)
     full = per_logit * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))
     per_element = ops.where(x.loss_kind == 0, full, ops.where(x.loss_kind == 3, x.activation_bytes, chunked))
     vocab_local = ops.where(x.loss_kind == 2, ops.minimum(x.hidden, x.vocab), x.vocab) / x.tp

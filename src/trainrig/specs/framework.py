@@ -79,6 +79,14 @@ class FrameworkSpec(CatalogEntry):
     `(zeros_like(x) + exp(x)) * grad_output`, holds the fp32 log-softmax, the zeroed gradient, the
     exponential and their sum at once: 16 bytes per local logit at the start of the backward.
     Null = the stack's loss is PyTorch's own (`logits_bytes_per_element`)."""
+    loss_bytes_per_logit: float | None = Field(default=None, gt=0, le=64)
+    """The stack's own full cross-entropy, at any tensor parallelism, in bytes per local logit at its
+    peak. Megatron-Core's vocab-parallel loss (tensor_parallel/cross_entropy.py, and the native fused
+    one Megatron-Bridge turns on with cross_entropy_loss_fusion, fusions/fused_cross_entropy.py) upcasts
+    the 16-bit logits into one fp32 buffer that it exponentiates and normalizes in place and saves as
+    the softmax (4 bytes, beside the 16-bit logits during the forward); the backward turns it into the
+    gradient in place and returns it in 16 bits (2): 6. Null = PyTorch's (`logits_bytes_per_element`).
+    `loss: fused` (Transformer Engine's parallel_cross_entropy) overrides it."""
     zero3_module_fetch_us: float = Field(default=0.0, ge=0)
     """Host time per module and pass that ZeRO-3 spends gathering and releasing the module's
     parameters beyond the collective itself (hooks, bookkeeping, prefetch), in µs."""
