@@ -261,6 +261,22 @@ def test_peft_prepares_a_quantized_base_with_fp32_embedding_head_and_norms():
     assert any("prepare_model_for_kbit_training" in a for a in said)
 
 
+@pytest.mark.parametrize("quantization, method, cast", [("gptq-int4", "qlora", False), ("int8", "lora", True),
+                                                        ("nf4-double", "qlora", True)])
+def test_peft_casts_to_fp32_only_beside_a_bitsandbytes_base(quantization, method, cast):
+    """prepare_model_for_kbit_training skips its fp32 cast for GPTQ bases (peft/utils/other.py,
+    `if not is_gptq_quantized ...`) and applies it to every bitsandbytes one, 8-bit LoRA included."""
+    job_file = {"method": method, "quantization": quantization, "recompute": "full", "loss": "chunked"}
+    job, hf = state(**job_file, framework="hf-trainer")
+    _, tune = state(**job_file, framework="torchtune")
+    m = job.model
+    unquantized = 2 * m.vocab * m.hidden + (2 * m.n_layers + 1) * m.hidden
+    assert hf["weights"] - tune["weights"] == pytest.approx(2 * unquantized if cast else 0.0, abs=1.0)
+    said = estimate(make_job(model=LLAMA_SMALL, hardware=ONE_GPU, training={
+        "seq_len": 1024, "global_batch": 2, "micro_batch": 2, **job_file, "framework": "hf-trainer"})).assumptions
+    assert any("prepare_model_for_kbit_training" in a for a in said) == cast
+
+
 def test_a_layers_backward_holds_its_gradients_beside_its_rebuilt_activations():
     """At the end of the backward the layer being backpropagated holds, beside its whole saved set,
     the hidden state's incoming gradient (h) and the gradient of its gated MLP's input side (gate and

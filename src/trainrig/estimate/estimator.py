@@ -15,7 +15,12 @@ from trainrig.estimate.memory import GIB, PEAK_PHASES
 from trainrig.estimate.params import DEFAULT_PARAMETERS, ModelParameters
 from trainrig.estimate.result import RESOURCES, Estimate
 from trainrig.specs import Job
-from trainrig.specs.job import expert_tp_degree, resolve_attention_kernel, resolve_fp8_recipe
+from trainrig.specs.job import (
+    expert_tp_degree,
+    peft_casts_unquantized_to_fp32,
+    resolve_attention_kernel,
+    resolve_fp8_recipe,
+)
 
 __all__ = ["estimate", "doubled_resource_inputs"]
 
@@ -318,7 +323,7 @@ def _assumptions(job: Job) -> list[str]:
         said.append("a fused or per-tensor optimizer step (no temporaries beyond the states)")
     framework = job.framework
     said.extend(_projection_assumptions(job))
-    if t.method == "qlora" and framework.qlora_unquantized_fp32:
+    if peft_casts_unquantized_to_fp32(t, framework):
         said.append("the quantized base prepared by PEFT's prepare_model_for_kbit_training: embedding, output head"
                     f" and norms in fp32 ({framework.name}'s QLoRA recipes)")
     if t.loss == "full" and framework.loss_bytes_per_logit:

@@ -9,7 +9,13 @@ import numpy as np
 
 from trainrig.estimate.params import ModelParameters
 from trainrig.specs import Job, ModelSpec, TrainingSpec
-from trainrig.specs.job import RECOMPUTE_MODULES, expert_tp_degree, resolve_attention_kernel, resolve_fp8_recipe
+from trainrig.specs.job import (
+    RECOMPUTE_MODULES,
+    expert_tp_degree,
+    peft_casts_unquantized_to_fp32,
+    resolve_attention_kernel,
+    resolve_fp8_recipe,
+)
 
 __all__ = ["model_fields", "training_fields", "gpu_fields", "link_fields", "host_fields", "scale_up_domain",
            "optimizer_state_bytes", "optimizer_step_bytes", "padded_seq_len", "RECOMPUTE_CODE", "METHOD_CODE",
@@ -332,7 +338,7 @@ def training_fields(job: Job) -> dict[str, float]:
         optimizer_rw_bytes=optimizer_step_bytes(t),
         fp8=float(t.precision in LOW_PRECISION_LINEARS), method=METHOD_CODE[t.method], lora_rank=t.lora_rank,
         frozen_weight_bytes=QUANTIZED_WEIGHT_BYTES.get(quantization, element_bytes),
-        unquantized_weight_bytes=4 if t.method == "qlora" and fw.qlora_unquantized_fp32 else element_bytes,
+        unquantized_weight_bytes=4 if peft_casts_unquantized_to_fp32(t, fw) else element_bytes,
         quantized=float(quantization != "none"),
         dequant_bytes_per_weight=DEQUANT_BYTES_PER_WEIGHT.get(quantization, 0.0)
         / DEQUANT_STREAM_FRACTION.get(quantization, 1.0),

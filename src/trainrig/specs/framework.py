@@ -195,7 +195,8 @@ class FrameworkSpec(CatalogEntry):
     qlora_unquantized_fp32: bool = False
     """QLoRA runs through PEFT's `prepare_model_for_kbit_training`, which casts every 16-bit parameter
     that is not a quantized weight (embedding, output head, norms) to fp32 (peft/utils/other.py: "cast
-    all non INT8 parameters to fp32"), so the base keeps them at 4 bytes each."""
+    all non INT8 parameters to fp32"), so the base keeps them at 4 bytes each. Only over a bitsandbytes
+    base (NF4, int8): PEFT skips the cast for GPTQ ones (`peft_casts_unquantized_to_fp32`)."""
 
 
 CUSTOM_FRAMEWORK = FrameworkSpec(

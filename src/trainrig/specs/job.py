@@ -771,6 +771,18 @@ def _check_moe_a2a_overlap(model: ModelSpec, t: TrainingSpec) -> None:
                                    " not allgather.")
 
 
+# Base storages PEFT's prepare_model_for_kbit_training casts beside: bitsandbytes' 4- and 8-bit. It
+# skips the cast for GPTQ (and AQLM, EETQ, HQQ, torchao) bases (peft/utils/other.py: `if not
+# is_gptq_quantized and not is_aqlm_quantized ...: # cast all non INT8 parameters to fp32`).
+PEFT_FP32_CAST_STORAGES = ("nf4", "nf4-double", "int8")
+
+
+def peft_casts_unquantized_to_fp32(t: TrainingSpec, framework: FrameworkSpec) -> bool:
+    """Whether the stack's PEFT preparation keeps the base's embedding, head and norms in fp32
+    (FrameworkSpec.qlora_unquantized_fp32): only over a bitsandbytes-quantized base."""
+    return framework.qlora_unquantized_fp32 and t.base_quantization in PEFT_FP32_CAST_STORAGES
+
+
 def expert_tp_degree(t: TrainingSpec) -> int:
     """The routed experts' tensor-parallel degree: `expert_tp`; else tp where ep fits in dp·cp
     (Megatron-Core's default); else the largest divisor of tp that lets ep·expert_tp divide
