@@ -10,16 +10,16 @@ Each row takes what the table states: model, GPUs, precision (FP8-CS = fp8 tenso
 scaling, FP8-MX = mxfp8; the table's parenthesized figures are the FP8-MX rows), global and
 micro-batch, sequence length, FSDP (Megatron-FSDP: zero 3), TP, PP, CP and VP. What it does not
 state is left to trainrig's defaults for `framework: nemo` (its recipes' distributed optimizer,
-ZeRO 1; sequence parallelism with TP) and to the network of the MoE script (8 × 400 Gb/s per
+ZeRO 1; sequence parallelism with TP; its pretraining recipes' Transformer Engine cross-entropy,
+`loss: fused`; the 405B's embedding and loss as pipeline slots, 126 + 2 = 128, the even split
+Megatron-Core runs and Megatron-Bridge's 405B recipe sets) and to the network of the MoE script (8 × 400 Gb/s per
 8-GPU node; GB300 800 Gb/s per GPU).
 
 `--recipes` adds what Megatron-Bridge's performance scripts set for these models
 (scripts/performance/configs/llama/llama3_llm_pretrain.py and llama3_workload_base_configs.py,
 read at a later commit than the table, so a row's recipe may have changed since):
 `set_llama3_common_configs` turns `grad_reduce_in_fp32` off (bf16 gradients:
-`grad_reduce_dtype: bf16`); the performance recipes' common settings choose Transformer Engine's
-cross-entropy (src/megatron/bridge/perf_recipes/_common.py `_benchmark_common`,
-`cross_entropy_fusion_impl = "te"`: `loss: fused`); the 70B and 8B configs run Transformer Engine's TP overlap whenever
+`grad_reduce_dtype: bf16`); the 70B and 8B configs run Transformer Engine's TP overlap whenever
 tp > 1 (`tp_comm_overlap`); the 8B presets on GB300, GB200 and B200 capture the whole iteration in
 a CUDA graph (`cuda_graph_scope: [full_iteration]`); the 70B Megatron-FSDP presets in fp8 (V2, GBS
 256) offload 20 (GB300) and 40 (GB200) layers' activations to the host (`cpu_offloading_num_layers`:
@@ -70,7 +70,6 @@ def row_job(system, model, n_gpus, precision, gbs, mbs, seq, fsdp, tp, pp, cp, v
         training["zero"] = 3
     if recipes:
         training["grad_reduce_dtype"] = "bf16"
-        training["loss"] = "fused"
         training["tp_comm_overlap"] = tp > 1
         if model == "LLAMA3_8B" and not system.startswith("H100"):
             training["cuda_graph_scope"] = ["full_iteration"]

@@ -230,6 +230,24 @@ def test_matmul_efficiency_reproduces_mamf_measurements(gpus):
         assert _close(gpu.peak("bf16") * gpu.matmul_efficiency, measured, 0.02), gpu_id
 
 
+def test_a_superchips_host_link_is_its_nvlink_c2c(gpus):
+    """GB200 and GB300 reach their Grace CPU's memory over NVLink-C2C, not a PCIe slot: a job on them
+    gets that link by default, and every other GPU keeps the PCIe link its generation and lanes name."""
+    from trainrig import load_job
+
+    links = load_catalog().links
+    for gpu in _all(gpus):
+        if gpu.host_link is not None:
+            assert links.get(gpu.host_link).entry.kind == "nvlink", gpu.id
+    assert {gpu.id for gpu in _all(gpus) if gpu.host_link} == {"GB200", "GB300"}
+    training = {"seq_len": 2048, "global_batch": 8, "micro_batch": 1}
+    superchip = load_job({"model": "llama3-8b", "hardware": {"gpu": "GB200", "n_gpus": 4, "gpus_per_node": 4},
+                          "training": training})
+    assert superchip.hardware.host_link.id == "nvlink-c2c-gb" and superchip.hardware.host_link.bandwidth_gbs == 225
+    board = load_job({"model": "llama3-8b", "hardware": {"gpu": "B200", "n_gpus": 8}, "training": training})
+    assert board.hardware.host_link.id == "pcie5-x16"
+
+
 def test_scale_up_links(gpus):
     for gpu in _all(gpus):
         if gpu.scale_up is None:

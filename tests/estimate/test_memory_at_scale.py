@@ -162,7 +162,7 @@ def test_megatron_cores_cross_entropy_holds_one_fp32_softmax_and_a_16_bit_gradie
     layout = {"tp": tp, "sequence_parallel": tp > 1, "global_batch": 8 * 2 // tp, "zero": 0}
     local_logits = 2 * 2048 * VOCAB / tp
     for framework in ("megatron", "nemo"):
-        _, x, _ = state({**layout, "framework": framework})
+        _, x, _ = state({**layout, "framework": framework, "loss": "full"})
         assert float(logits_bytes(x, P)) == pytest.approx(local_logits * 6, rel=1e-9)
         _, fused, _ = state({**layout, "framework": framework, "loss": "fused"})
         assert float(logits_bytes(fused, P)) == pytest.approx(local_logits * 2, rel=1e-9)
@@ -170,13 +170,22 @@ def test_megatron_cores_cross_entropy_holds_one_fp32_softmax_and_a_16_bit_gradie
     assert float(logits_bytes(plain, P)) == pytest.approx(local_logits * 12, rel=1e-9)
 
 
-def test_the_estimate_names_megatron_cores_loss_unless_the_job_chose_one():
+def test_megatron_bridge_defaults_to_its_pretraining_recipes_loss_and_says_so():
+    """Megatron-Bridge's pretraining recipes run Transformer Engine's cross-entropy (`loss: fused`,
+    cross_entropy_fusion_impl 'te'): the job that names no loss gets it, named in the assumptions;
+    Megatron-LM's stays its vocab-parallel loss (6 bytes per logit), named too."""
     from trainrig import estimate
 
     job, _, _ = state({"framework": "nemo", "zero": 0})
-    assert any("own cross-entropy" in line and "6 bytes per logit" in line for line in estimate(job).assumptions)
-    job, _, _ = state({"framework": "nemo", "zero": 0, "loss": "fused"})
-    assert not any("own cross-entropy" in line for line in estimate(job).assumptions)
+    assert job.training.loss == "fused" and "loss" not in job.training.model_fields_set
+    assert any("recipes' cross-entropy (loss: fused)" in line for line in estimate(job).assumptions)
+    job, _, _ = state({"framework": "nemo", "zero": 0, "loss": "full"})
+    said = estimate(job).assumptions
+    assert not any("recipes' cross-entropy" in line for line in said)
+    assert any("own cross-entropy" in line and "6 bytes per logit" in line for line in said)
+    job, _, _ = state({"framework": "megatron", "zero": 0})
+    assert job.training.loss == "full"
+    assert any("own cross-entropy" in line for line in estimate(job).assumptions)
 
 
 def test_torchtitan_keeps_a_pipeline_stage_gathered_and_its_gradients_unsharded():

@@ -72,6 +72,32 @@ def test_megatron_bridge_405b_recipe_counts_embedding_and_loss_as_slots():
     assert e.memory_per_gpu_gib < plain.memory_per_gpu_gib
 
 
+@pytest.mark.parametrize("framework", ["megatron", "nemo"])
+def test_megatron_counts_the_ends_where_only_they_make_the_split_even(framework):
+    """Megatron-Core runs 126 layers on pp 8 × vpp 8 only with the ends as slots (or sized end stages):
+    a Megatron-family job that sets neither gets the slots, named in the assumptions; other stacks,
+    a split the layers make even alone, and a job that sizes its stages keep what they said."""
+    def job(**training):
+        return make_job(model="llama3.1-405b", hardware={**NODES, "n_gpus": 8 * 8},
+                        training={"tp": 8, "pp": 8, "seq_len": 8192, "global_batch": 64, "zero": 1,
+                                  "recompute": "full", "sequence_parallel": True, "framework": framework,
+                                  **training})
+
+    inferred = job(vpp=8)
+    t = inferred.training
+    assert t.account_for_embedding_in_pipeline_split and t.account_for_loss_in_pipeline_split
+    assert "account_for_loss_in_pipeline_split" not in t.model_fields_set
+    assert float(inputs_from_job(inferred, P).end_stage_layers) == 15.0
+    said = estimate(inferred).assumptions
+    assert any("126 + 2 = 128 over pp·vpp 64" in line for line in said)
+    assert not job(vpp=8, account_for_loss_in_pipeline_split=False).training.account_for_embedding_in_pipeline_split
+    assert not job(vpp=7).training.account_for_loss_in_pipeline_split  # 126 = 8 × 7 × 2.25: 128 does not divide either
+    assert not job(vpp=1, pipeline_layers=[16] * 7 + [14]).training.account_for_loss_in_pipeline_split
+    custom = make_job(model="llama3.1-405b", hardware={**NODES, "n_gpus": 64},
+                      training={"tp": 8, "pp": 8, "vpp": 8, "seq_len": 8192, "global_batch": 64})
+    assert not custom.training.account_for_loss_in_pipeline_split
+
+
 def test_the_property_is_n_over_pp_exactly_when_pp_vpp_divides_n():
     x = inputs_from_job(make_job(), P)
     n = np.array([24, 80, 80, 126, 126, 96, 61])

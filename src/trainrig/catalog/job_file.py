@@ -102,7 +102,7 @@ def _hardware(raw: Any, catalog: Catalog) -> tuple[HardwareSpec, list[str]]:
     gpu = _gpu(raw["gpu"], catalog, notes)
     n_gpus = _positive_int(raw.get("n_gpus", 1), "hardware.n_gpus")
     gpus_per_node = _positive_int(raw.get("gpus_per_node", min(n_gpus, 8)), "hardware.gpus_per_node")
-    host_link = _link(raw.get("host_link", raw.get("pcie")) or f"pcie{gpu.pcie_gen}-x{gpu.pcie_lanes}",
+    host_link = _link(raw.get("host_link", raw.get("pcie")) or gpu.host_link or f"pcie{gpu.pcie_gen}-x{gpu.pcie_lanes}",
                       catalog, "hardware.host_link", notes)
     intra = raw.get("intra_node") or gpu.scale_up
     intra_link = _link(intra, catalog, "hardware.intra_node", notes) if intra else host_link

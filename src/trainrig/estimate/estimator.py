@@ -330,6 +330,8 @@ def _assumptions(job: Job) -> list[str]:
         said.append(f"{framework.name}'s own cross-entropy: an fp32 softmax saved and turned into the gradient in"
                     f" place, {framework.loss_bytes_per_logit:g} bytes per logit at its peak (loss: full; `fused`"
                     " for Transformer Engine's in-place kernel)")
+    if "loss" not in given and framework.default_loss:
+        said.append(f"{framework.name}'s recipes' cross-entropy (loss: {t.loss})")
     if "zero" not in given and job.framework.default_zero:
         said.append(f"ZeRO {t.zero}, {job.framework.name}'s recipes' default (distributed optimizer; training.zero)")
     if job.model.is_moe and t.expert_tp is None and expert_tp_degree(t) != t.tp:
@@ -337,6 +339,11 @@ def _assumptions(job: Job) -> list[str]:
                     " (Megatron-Core's MoE parallel folding, the only layout that runs it; training.expert_tp)")
     said.extend(_selective_recompute_assumptions(job))
     said.extend(_hybrid_assumptions(job))
+    if t.account_for_embedding_in_pipeline_split and "account_for_embedding_in_pipeline_split" not in given:
+        n = job.model.n_layers
+        said.append(f"the embedding and the loss counted as pipeline slots ({n} + 2 = {n + 2} over pp·vpp"
+                    f" {t.pp * t.vpp}, the even split {framework.name} runs where the layers alone do not divide;"
+                    " training.account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split)")
     if t.pp > 1 and "pp_schedule" not in given:
         said.append("1F1B pipeline schedule" + (", interleaved" if t.vpp > 1 else "") + " (pp_schedule: 1f1b)")
     said.append(f"{framework.name} keeps a persistent gradient buffer" if framework.persistent_grad_buffer

@@ -32,6 +32,17 @@ class FrameworkSpec(CatalogEntry):
     """How the stack's context parallelism moves keys and values when the job does not say
     (`training.cp_kind`): `all-gather` for torchtitan, whose `context_parallel_rotate_method`
     defaults to allgather; null = the job's default, ring."""
+    default_loss: Literal["full", "chunked", "fused", "fused_linear"] | None = None
+    """The cross-entropy the stack's recipes run when the job does not say (`training.loss`): `fused`
+    for NeMo / Megatron-Bridge, whose pretraining recipes set `cross_entropy_fusion_impl = "te"`
+    (Transformer Engine's in-place kernel); null = the job's default, `full`."""
+    pipeline_end_slots_when_uneven: bool = False
+    """Megatron-Core refuses a layer count that pp·vpp does not divide (TransformerConfig.__post_init__)
+    unless the first and last stages are sized or the embedding and loss take layer-slots; where the
+    layers plus both ends divide evenly and the job sets neither, the stack's recipes count the ends
+    (`account_for_embedding_in_pipeline_split` and `account_for_loss_in_pipeline_split`:
+    Megatron-Bridge's Llama 3.1 405B, 126 + 2 = 128 slots on pp 8 × vpp 8 or pp 16 × vpp 4,
+    recipes/llama/h100/llama3.py `llama31_405b_pretrain_256gpu_h100_bf16_config`)."""
     persistent_grad_buffer: bool = False
     """Gradients live in a buffer allocated once and kept between steps (Megatron's contiguous
     main_grad buffer, DeepSpeed's gradient partitions), so they are alive during the forward too;

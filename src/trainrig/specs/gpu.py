@@ -71,6 +71,9 @@ class GPU(CatalogEntry):
     """Host interface PCIe generation."""
     pcie_lanes: int = Field(ge=1, le=16)
     """Host interface PCIe lanes."""
+    host_link: str | None = None
+    """Link catalog id of the host interface where it is not the PCIe slot `pcie_gen` and `pcie_lanes`
+    describe (NVLink-C2C on Grace superchips: `nvlink-c2c-gb`); null = that PCIe link."""
     scale_up: str | None = None
     """Scale-up link catalog id (`nvlink4`, `infinity-fabric-3`, `gaudi2-roce` …); null for PCIe-only cards."""
     scale_up_domain: int | None = Field(default=None, gt=0, le=MAX_GPUS)

@@ -441,7 +441,7 @@ class HardwareSpec(FrozenSpec):
     inter_node: NetworkSpec | None = None
     """Network between nodes; absent for a single node."""
     host_link: Link
-    """Each GPU's PCIe link to its host."""
+    """Each GPU's link to its host: its PCIe slot, or NVLink-C2C on Grace superchips (GPU.host_link)."""
     gpus_per_pcie_switch: int = Field(default=1, gt=0, le=MAX_GPUS)
     """GPUs that share one upstream PCIe link to the CPU (2 on many 8-GPU PCIe servers)."""
     cpu: CPU | None = None
@@ -490,6 +490,15 @@ class Job(FrozenSpec):
         if self.framework.default_cp_kind and "cp_kind" not in training.model_fields_set:
             given = training.model_fields_set  # the framework's default, still unstated
             training = training.model_copy(update={"cp_kind": self.framework.default_cp_kind})
+            object.__setattr__(training, "__pydantic_fields_set__", given)
+        if self.framework.pipeline_end_slots_when_uneven and _ends_make_the_split_even(self.model, training):
+            given = training.model_fields_set  # the only even split Megatron-Core runs, still unstated
+            training = training.model_copy(update={"account_for_embedding_in_pipeline_split": True,
+                                                   "account_for_loss_in_pipeline_split": True})
+            object.__setattr__(training, "__pydantic_fields_set__", given)
+        if self.framework.default_loss and "loss" not in training.model_fields_set:
+            given = training.model_fields_set  # the framework's default, still unstated
+            training = training.model_copy(update={"loss": self.framework.default_loss})
             object.__setattr__(training, "__pydantic_fields_set__", given)
         training = _resolved_training(self.model, self.hardware, training)
         object.__setattr__(self, "training", training)
@@ -638,6 +647,16 @@ def _check_finetuning(t: TrainingSpec) -> None:
     if t.packed_sample_len is not None and t.packed_sample_len > t.seq_len:
         raise TrainrigError("training.packed_sample_len",
                             f"{t.packed_sample_len} exceeds seq_len {t.seq_len}, the packed sequence.")
+
+
+def _ends_make_the_split_even(model: ModelSpec, t: TrainingSpec) -> bool:
+    """Whether the layers alone split unevenly over pp·vpp but the layers and both ends do, and the
+    job sized no stage itself (FrameworkSpec.pipeline_end_slots_when_uneven)."""
+    chunks = t.pp * t.vpp
+    stated = {"account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "pipeline_layers",
+              "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"} & t.model_fields_set
+    return (t.pp > 1 and not stated and model.n_layers % chunks != 0
+            and (model.n_layers + 2) % chunks == 0)
 
 
 def _pipeline_layers(model: ModelSpec, t: TrainingSpec) -> tuple[int, ...] | None:

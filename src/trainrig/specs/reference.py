@@ -41,7 +41,7 @@ HARDWARE_IN_FILE: dict[str, tuple[str | None, str | None]] = {
     "inter_node": ("link catalog id, or a mapping ([inter_node](#inter-node))",
                    "none on one node; [by scale-up generation](#inter-node) on several"),
     "host_link": ("link catalog id; the key `pcie` is accepted too",
-                  "`pcie<gen>-x<lanes>` of the GPU's host interface"),
+                  "the GPU's `host_link` (NVLink-C2C on GB200/GB300), else `pcie<gen>-x<lanes>` of its host interface"),
     "cpu": ("CPU catalog id", None),
     "host_memory": ("host-memory catalog id", "the CPU's `memory` when `cpu` is given, else `null`"),
     "storage": ("storage catalog id", None),
