@@ -33,8 +33,7 @@ QLORA = {"method": "qlora", "quantization": "nf4-double", "lora_rank": 32,
          "lora_targets": ["q", "k", "v", "o", "gate", "up", "down"], "micro_batch": 1, "global_batch": 1,
          "seq_len": 2048}
 STACKS = {
-    "Unsloth": {**QLORA, "framework": "unsloth", "recompute": "full", "activation_offload": True,
-                "loss": "fused_linear"},
+    "Unsloth": {**QLORA, "framework": "unsloth"},  # its defaults: offloaded checkpoints, fused loss, 8-bit AdamW
     "HF + FA2": {**QLORA, "framework": "hf-trainer", "recompute": "full"},
 }
 

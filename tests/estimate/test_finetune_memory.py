@@ -277,6 +277,30 @@ def test_peft_casts_to_fp32_only_beside_a_bitsandbytes_base(quantization, method
     assert any("prepare_model_for_kbit_training" in a for a in said) == cast
 
 
+def test_unsloth_defaults_to_what_its_notebooks_run_and_names_each():
+    """Unsloth's get_peft_model checkpoints every layer into host RAM by default
+    (use_gradient_checkpointing="unsloth"), its notebooks and README benchmarks train with
+    optim="adamw_8bit", and its forward computes the loss without the logits: a job that states
+    none of these gets them, each named; a job that states one keeps it."""
+    base = {"method": "qlora", "seq_len": 1024, "global_batch": 2, "micro_batch": 2, "framework": "unsloth"}
+    job = make_job(model=LLAMA_SMALL, hardware=ONE_GPU, training=base)
+    t = job.training
+    assert (t.recompute, t.activation_offload, t.optimizer, t.loss) == ("full", True, "adam8bit", "fused_linear")
+    assert not {"recompute", "activation_offload", "optimizer", "loss"} & t.model_fields_set
+    said = estimate(job).assumptions
+    assert any(line.startswith("optimizer: adam8bit, Unsloth's") for line in said)
+    assert any("recompute: full with the saved activations in host RAM" in line for line in said)
+    stated = make_job(model=LLAMA_SMALL, hardware=ONE_GPU,
+                      training={**base, "recompute": "none", "optimizer": "adamw", "loss": "full"})
+    t = stated.training
+    assert (t.recompute, t.activation_offload, t.optimizer, t.loss) == ("none", False, "adamw", "full")
+    assert not any("Unsloth's" in line and ("optimizer:" in line or "recompute:" in line)
+                   for line in estimate(stated).assumptions)
+    # the defaults change the estimate the way their bytes say: 8-bit moments, no logits, one layer kept
+    plain = make_job(model=LLAMA_SMALL, hardware=ONE_GPU, training={**base, "framework": "hf-trainer"})
+    assert estimate(job).memory_per_gpu_gib < estimate(plain).memory_per_gpu_gib
+
+
 def test_a_layers_backward_holds_its_gradients_beside_its_rebuilt_activations():
     """At the end of the backward the layer being backpropagated holds, beside its whole saved set,
     the hidden state's incoming gradient (h) and the gradient of its gated MLP's input side (gate and

@@ -90,7 +90,9 @@ def test_the_page_plans_like_the_cli_and_draws_the_time_cost_chart(server, brows
 
     # the chart is one tab stop; the arrow keys move between named points; Enter on a plan shows its estimate
     assert page.locator("#plan-chart [tabindex='0']").count() == 1
-    page.focus("#plan-chart [tabindex='0']")
+    # (the chart may redraw once more after the screenshot's resize: focus the tab stop it then holds)
+    page.wait_for_function("""() => { const stop = document.querySelector("#plan-chart [tabindex='0']");
+        stop.focus(); return document.activeElement === stop; }""", timeout=10_000)
     assert page.evaluate("document.activeElement.dataset.rank") == "1"
     names = []
     for _ in range(page.locator("#plan-chart [tabindex]").count()):

@@ -332,6 +332,12 @@ def _assumptions(job: Job) -> list[str]:
                     " for Transformer Engine's in-place kernel)")
     if "loss" not in given and framework.default_loss:
         said.append(f"{framework.name}'s recipes' cross-entropy (loss: {t.loss})")
+    if "optimizer" not in given and framework.default_optimizer:
+        said.append(f"optimizer: {t.optimizer}, {framework.name}'s recipes' default (training.optimizer)")
+    if framework.default_recompute and not {"recompute", "activation_offload"} & given:
+        offload = " with the saved activations in host RAM (activation_offload: true)" if t.activation_offload else ""
+        said.append(f"recompute: {t.recompute}{offload}, {framework.name}'s default activation checkpointing"
+                    " (training.recompute)")
     if "zero" not in given and job.framework.default_zero:
         said.append(f"ZeRO {t.zero}, {job.framework.name}'s recipes' default (distributed optimizer; training.zero)")
     if job.model.is_moe and t.expert_tp is None and expert_tp_degree(t) != t.tp:

@@ -36,6 +36,17 @@ class FrameworkSpec(CatalogEntry):
     """The cross-entropy the stack's recipes run when the job does not say (`training.loss`): `fused`
     for NeMo / Megatron-Bridge, whose pretraining recipes set `cross_entropy_fusion_impl = "te"`
     (Transformer Engine's in-place kernel); null = the job's default, `full`."""
+    default_optimizer: Literal["adamw", "adam8bit", "paged_adamw", "paged_adamw8bit", "sgd", "adafactor"] | None = None
+    """The optimizer the stack's own recipes and notebooks run when the job does not say
+    (`training.optimizer`): `adam8bit` for Unsloth, whose notebooks and README benchmarks set
+    `optim = "adamw_8bit"` (bitsandbytes 8-bit AdamW); null = the job's default, adamw."""
+    default_recompute: Literal["none", "selective", "full"] | None = None
+    """The activation checkpointing the stack applies when the job states neither `recompute` nor
+    `activation_offload`, with `default_activation_offload`: Unsloth's `get_peft_model` defaults to
+    `use_gradient_checkpointing="unsloth"`, which recomputes each layer and keeps its input in host
+    RAM (full recompute with the checkpoints offloaded); null = the job's default, none."""
+    default_activation_offload: bool = False
+    """With `default_recompute`: the saved activations go to host memory too (see there)."""
     pipeline_end_slots_when_uneven: bool = False
     """Megatron-Core refuses a layer count that pp·vpp does not divide (TransformerConfig.__post_init__)
     unless the first and last stages are sized or the embedding and loss take layer-slots; where the

@@ -487,18 +487,11 @@ class Job(FrozenSpec):
         if training.zero is None:  # the framework's recipes' default, still unstated (estimate's assumptions)
             training = training.model_copy(update={"zero": self.framework.default_zero})
             object.__setattr__(training, "__pydantic_fields_set__", training.model_fields_set - {"zero"})
-        if self.framework.default_cp_kind and "cp_kind" not in training.model_fields_set:
-            given = training.model_fields_set  # the framework's default, still unstated
-            training = training.model_copy(update={"cp_kind": self.framework.default_cp_kind})
-            object.__setattr__(training, "__pydantic_fields_set__", given)
+        training = _framework_defaults(self.framework, training)
         if self.framework.pipeline_end_slots_when_uneven and _ends_make_the_split_even(self.model, training):
             given = training.model_fields_set  # the only even split Megatron-Core runs, still unstated
             training = training.model_copy(update={"account_for_embedding_in_pipeline_split": True,
                                                    "account_for_loss_in_pipeline_split": True})
-            object.__setattr__(training, "__pydantic_fields_set__", given)
-        if self.framework.default_loss and "loss" not in training.model_fields_set:
-            given = training.model_fields_set  # the framework's default, still unstated
-            training = training.model_copy(update={"loss": self.framework.default_loss})
             object.__setattr__(training, "__pydantic_fields_set__", given)
         training = _resolved_training(self.model, self.hardware, training)
         object.__setattr__(self, "training", training)
@@ -647,6 +640,23 @@ def _check_finetuning(t: TrainingSpec) -> None:
     if t.packed_sample_len is not None and t.packed_sample_len > t.seq_len:
         raise TrainrigError("training.packed_sample_len",
                             f"{t.packed_sample_len} exceeds seq_len {t.seq_len}, the packed sequence.")
+
+
+def _framework_defaults(framework: FrameworkSpec, t: TrainingSpec) -> TrainingSpec:
+    """The stack's recipes' values for the training fields the job did not state, still unstated
+    (the estimate names them in its assumptions)."""
+    given = t.model_fields_set
+    update = {field: value for field, value in (("cp_kind", framework.default_cp_kind),
+                                                ("loss", framework.default_loss),
+                                                ("optimizer", framework.default_optimizer))
+              if value is not None and field not in given}
+    if framework.default_recompute is not None and not {"recompute", "activation_offload"} & given:
+        update.update(recompute=framework.default_recompute, activation_offload=framework.default_activation_offload)
+    if not update:
+        return t
+    t = t.model_copy(update=update)
+    object.__setattr__(t, "__pydantic_fields_set__", given)
+    return t
 
 
 def _ends_make_the_split_even(model: ModelSpec, t: TrainingSpec) -> bool:
