@@ -277,6 +277,17 @@ def test_peft_casts_to_fp32_only_beside_a_bitsandbytes_base(quantization, method
     assert any("prepare_model_for_kbit_training" in a for a in said) == cast
 
 
+def test_litgpt_chunks_its_head_and_loss_unless_told_otherwise():
+    """LitGPT's fine-tuning scripts run `model(input_ids, lm_head_chunk_size=128)` and
+    `chunked_cross_entropy`: a LitGPT job that names no loss gets `chunked`, named."""
+    base = {"method": "lora", "seq_len": 1024, "global_batch": 2, "micro_batch": 2, "framework": "litgpt"}
+    job = make_job(model=LLAMA_SMALL, hardware=ONE_GPU, training=base)
+    assert job.training.loss == "chunked" and "loss" not in job.training.model_fields_set
+    assert any("recipes' cross-entropy (loss: chunked)" in line for line in estimate(job).assumptions)
+    full = make_job(model=LLAMA_SMALL, hardware=ONE_GPU, training={**base, "loss": "full"})
+    assert estimate(job).memory_per_gpu_gib < estimate(full).memory_per_gpu_gib
+
+
 def test_unsloth_defaults_to_what_its_notebooks_run_and_names_each():
     """Unsloth's get_peft_model checkpoints every layer into host RAM by default
     (use_gradient_checkpointing="unsloth"), its notebooks and README benchmarks train with

@@ -35,7 +35,9 @@ class FrameworkSpec(CatalogEntry):
     default_loss: Literal["full", "chunked", "fused", "fused_linear"] | None = None
     """The cross-entropy the stack's recipes run when the job does not say (`training.loss`): `fused`
     for NeMo / Megatron-Bridge, whose pretraining recipes set `cross_entropy_fusion_impl = "te"`
-    (Transformer Engine's in-place kernel); null = the job's default, `full`."""
+    (Transformer Engine's in-place kernel); `chunked` for LitGPT, whose fine-tuning scripts call
+    `chunked_cross_entropy` on the head's chunked output; `fused_linear` for Unsloth; null = the
+    job's default, `full`."""
     default_optimizer: Literal["adamw", "adam8bit", "paged_adamw", "paged_adamw8bit", "sgd", "adafactor"] | None = None
     """The optimizer the stack's own recipes and notebooks run when the job does not say
     (`training.optimizer`): `adam8bit` for Unsloth, whose notebooks and README benchmarks set
