@@ -98,6 +98,20 @@ def test_megatron_counts_the_ends_where_only_they_make_the_split_even(framework)
     assert not custom.training.account_for_loss_in_pipeline_split
 
 
+def test_megatron_bridges_405b_on_128_chunks_is_accepted_with_its_end_slots():
+    """Megatron-Bridge's archive runs Llama 3.1 405B on pp 16 × vpp 8 (GB200, MXFP8 and NVFP4): 128
+    chunks for 126 layers, one slot each with the embedding and loss counted; a stack without the
+    end slots is refused in one sentence."""
+    training = {"tp": 4, "pp": 16, "vpp": 8, "seq_len": 8192, "global_batch": 64, "zero": 1,
+                "sequence_parallel": True}
+    job = make_job(model="llama3.1-405b", hardware={**NODES, "n_gpus": 64}, training={**training, "framework": "nemo"})
+    assert job.training.account_for_loss_in_pipeline_split
+    assert np.isfinite(estimate(job).step_time_s)
+    with pytest.raises(TrainrigError) as error:
+        make_job(model="llama3.1-405b", hardware={**NODES, "n_gpus": 64}, training=training)
+    assert error.value.field == "training.vpp"
+
+
 def test_the_property_is_n_over_pp_exactly_when_pp_vpp_divides_n():
     x = inputs_from_job(make_job(), P)
     n = np.array([24, 80, 80, 126, 126, 96, 61])
