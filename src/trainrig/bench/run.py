@@ -36,7 +36,7 @@ from trainrig.specs import Job
 from trainrig.units import GIB
 
 __all__ = ["run_bench", "make_clock", "PerfClock", "CudaClock", "resolve_layers", "resolve_gpus", "measure_rank",
-           "memory_cap", "parallel_label", "CPU_DEFAULT_LAYERS", "MAX_STEPS", "MAX_CPU_PROCESSES"]
+           "memory_cap", "parallel_label", "gpu_catalog_id", "CPU_DEFAULT_LAYERS", "MAX_STEPS", "MAX_CPU_PROCESSES"]
 
 CPU_DEFAULT_LAYERS = 2
 MAX_STEPS = 10_000
@@ -198,7 +198,7 @@ def _empty_result(torch: Any, job: Job, scaled: Job, device: str, steps: int, wa
     plan = precision_plan(scaled.training, device)
     device_name = torch.cuda.get_device_name(0) if device == "cuda" else _cpu_name()
     warnings = []
-    if device == "cpu" or _gpu_catalog_id(torch) != job.hardware.gpu.id:
+    if device == "cpu" or gpu_catalog_id(torch) != job.hardware.gpu.id:
         warnings.append(f"measured on {device_name}, estimated for {job.hardware.gpu.name}: the errors and the"
                         " projection compare two different machines")
     return BenchResult(
@@ -331,7 +331,7 @@ def _oom_sentence(job: Job, estimated: dict[str, float], budget_gib: float | Non
             f" {job.training.seq_len}): the estimate said {estimated['peak_reserved_gib']:.1f} GiB reserved of {room}.")
 
 
-def _gpu_catalog_id(torch: Any) -> str | None:
+def gpu_catalog_id(torch: Any) -> str | None:
     """The catalog id of GPU 0, matched as `trainrig probe` matches it (None when unknown)."""
     from trainrig.catalog import load_catalog
     from trainrig.probe.catalog_match import match_gpu
