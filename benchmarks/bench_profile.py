@@ -34,9 +34,9 @@ from trainrig.estimate import estimate  # noqa: E402
 KINDS = (
     ("attention", re.compile(r"flash|fmha|attention|sdpa|mha_|cudnn.*(fprop|bprop)", re.I)),
     ("gemm", re.compile(r"gemm|xmma|nvjet|cutlass|cublas|matmul|_mma_|splitk", re.I)),
-    ("optimizer", re.compile(r"multi_tensor|adam|foreach|lamb", re.I)),
+    ("optimizer", re.compile(r"multi_tensor|adam|foreach", re.I)),  # not "lamb": every "lambda" matches it
     ("norm_reduce", re.compile(r"norm|reduce|softmax|cross_entropy|nll_loss|logsumexp", re.I)),
-    ("copy", re.compile(r"memcpy|memset|copy|cat_|index|gather|scatter|embedding", re.I)),
+    ("copy", re.compile(r"memcpy|memset|copy|cat_|index|gather|scatter|embedding", re.I)),  # casts too
     ("elementwise", re.compile(r"elementwise|vectorized|unrolled|pointwise|fill|_kernel_impl", re.I)),
 )
 

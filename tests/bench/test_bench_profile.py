@@ -32,6 +32,11 @@ def test_kernel_names_fall_into_their_kinds():
     assert kind("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>") \
         == "optimizer"
     assert kind("void at::native::reduce_kernel<512, 1, ReduceOp<float, MeanOps>>") == "norm_reduce"
+    # casts are copies, whatever lambda their template names (an early "lamb" pattern took them for optimizers)
+    assert kind("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda("
+                "at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda(float)#1}>") == "copy"
+    assert kind("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+                "at::native::float8_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda(float)#1}>>") == "copy"
     assert kind("something_new") == "other"
 
 

@@ -25,6 +25,7 @@ BENCH_TRAINING = {
     "attention_kernel": ("sdpa", "the bench runs SDPA attention"),
     "framework": ("custom", "the bench is its own eager PyTorch loop"),
     "packing": (True, "the bench feeds full sequences"),
+    "vocab_padding_multiple": (1, "the bench builds the head as nn.Linear(hidden, vocab), unpadded"),
 }
 
 

@@ -10,7 +10,13 @@ import numpy as np
 from trainrig.estimate.core import MEMORY_PARTS, STEP_PARTS, Outputs, evaluate
 from trainrig.estimate.host_issue import MOE_KERNELS
 from trainrig.estimate.inputs import Inputs, inputs_from_job
-from trainrig.estimate.job_fields import scale_up_domain
+from trainrig.estimate.job_fields import (
+    ALIGNED_ELEMENTS,
+    ASSUMED_VOCAB_PADDING,
+    head_is_unaligned,
+    head_vocab_per_rank,
+    scale_up_domain,
+)
 from trainrig.estimate.memory import GIB, PEAK_PHASES
 from trainrig.estimate.params import DEFAULT_PARAMETERS, ModelParameters
 from trainrig.estimate.result import RESOURCES, Estimate
@@ -60,7 +66,7 @@ def estimate(
         memory_peak_phase=PEAK_PHASES[int(row["memory_peak_phase"])],
         memory_limit_gib=job.hardware.gpu.memory_gib * (1 - params.fit_headroom_fraction),
         memory_paged_gib=row["memory_paged_bytes"] / GIB,
-        assumptions=_assumptions(job),
+        assumptions=_assumptions(job, params),
         memory_breakdown_gib={k: row["memory"][k] / GIB for k in MEMORY_PARTS},
         step_time_s=row["step_time_s"],
         step_breakdown_s={k: row["step"][k] for k in STEP_PARTS},
@@ -293,7 +299,7 @@ def _framework_warnings(job: Job) -> list[str]:
     return [f"{fw.name} does not support {what}" for what in missing]
 
 
-def _assumptions(job: Job) -> list[str]:
+def _assumptions(job: Job, params: ModelParameters = DEFAULT_PARAMETERS) -> list[str]:
     """What the estimate assumed that the job file did not state."""
     t = job.training
     given = t.model_fields_set
@@ -332,6 +338,7 @@ def _assumptions(job: Job) -> list[str]:
                     " for Transformer Engine's in-place kernel)")
     if "loss" not in given and framework.default_loss:
         said.append(f"{framework.name}'s recipes' cross-entropy (loss: {t.loss})")
+    said.extend(_head_alignment_assumptions(job, params))
     if "optimizer" not in given and framework.default_optimizer:
         said.append(f"optimizer: {t.optimizer}, {framework.name}'s recipes' default (training.optimizer)")
     if framework.default_recompute and not {"recompute", "activation_offload"} & given:
@@ -385,6 +392,21 @@ def _hybrid_assumptions(job: Job) -> list[str]:
     if t.recompute == "selective" or t.recompute_modules:
         said.append("selective recompute redoes the attention layers' core only")
     return said
+
+
+def _head_alignment_assumptions(job: Job, params: ModelParameters) -> list[str]:
+    """The head's vocabulary as padded, where padding decides whether its GEMMs are aligned."""
+    vocab, t = job.model.vocab, job.training
+    per_rank = head_vocab_per_rank(job)
+    if head_is_unaligned(job):
+        return [f"the output head's GEMMs on cuBLAS's unaligned kernels at {params.misaligned_gemm_fraction:.0%}"
+                f" of the aligned rate: {per_rank} vocabulary rows per rank are not a multiple of {ALIGNED_ELEMENTS}"
+                " (training.vocab_padding_multiple pads them)"]
+    if t.vocab_padding_multiple is None and vocab % (ALIGNED_ELEMENTS * t.tp):
+        return [f"the vocabulary of {vocab} padded to {per_rank * t.tp} ({per_rank} per rank, a multiple of"
+                f" {ASSUMED_VOCAB_PADDING}) as pretraining codebases pad it; training.vocab_padding_multiple: 1 if"
+                " the model runs it unpadded (its head GEMMs then run on unaligned kernels)"]
+    return []
 
 
 def _projection_assumptions(job: Job) -> list[str]:

@@ -17,7 +17,8 @@ from trainrig.specs.job import (
     resolve_fp8_recipe,
 )
 
-__all__ = ["model_fields", "training_fields", "gpu_fields", "link_fields", "host_fields", "scale_up_domain",
+__all__ = ["head_vocab_per_rank", "head_is_unaligned",
+           "model_fields", "training_fields", "gpu_fields", "link_fields", "host_fields", "scale_up_domain",
            "optimizer_state_bytes", "optimizer_step_bytes", "padded_seq_len", "RECOMPUTE_CODE", "METHOD_CODE",
            "CP_KIND_CODE", "MOE_DISPATCHER_CODE", "QUANTIZED_WEIGHT_BYTES", "DEQUANT_BYTES_PER_WEIGHT",
            "DEQUANT_STREAM_FRACTION", "NVFP4_CAST_BYTES", "FP8_CAST_BYTES"]
@@ -386,6 +387,25 @@ def training_fields(job: Job) -> dict[str, float]:
     )
 
 
+# a stack with no stated padding (`custom`) is taken to pad as pretraining codebases do: flash-attn's
+# GPT trainer to 8 (pad_vocab_size_multiple), nanoGPT and llm.c to 64, Megatron to 128
+ASSUMED_VOCAB_PADDING = 8
+ALIGNED_ELEMENTS = 8  # 16 bytes of 16-bit elements: what cuBLAS's fast (TMA/vectorized) kernels need
+
+
+def head_vocab_per_rank(job: Job) -> int:
+    """The output layer's vocabulary on one tensor-parallel rank, as the stack pads it
+    (`training.vocab_padding_multiple`, rounded up per rank as Megatron-Core does)."""
+    t = job.training
+    multiple = t.vocab_padding_multiple or ASSUMED_VOCAB_PADDING
+    return -(-job.model.vocab // (multiple * t.tp)) * multiple
+
+
+def head_is_unaligned(job: Job) -> bool:
+    """Whether the head's GEMMs run on cuBLAS's unaligned kernels (`misaligned_gemm_fraction`)."""
+    return head_vocab_per_rank(job) % ALIGNED_ELEMENTS != 0
+
+
 def gpu_fields(job: Job, params: ModelParameters) -> dict[str, float]:
     gpu, t, profile = job.hardware.gpu, job.training, job.hardware.profile
     gemm_precision = t.precision
@@ -413,6 +433,8 @@ def gpu_fields(job: Job, params: ModelParameters) -> dict[str, float]:
             attention_peak = profile.gemm_tflops.get("bf16", attention_peak) if low else measured
             head_peak, head_efficiency = (attention_peak, efficiency) if low else (peak, efficiency)
         hbm = profile.memory_bandwidth_gbs or hbm
+    if head_is_unaligned(job):
+        head_efficiency *= params.misaligned_gemm_fraction
     # MFU is a utilization: model FLOPs over the peak of the units the GEMMs run on, the fp8 rate
     # for fp8 (against bf16's, as torchtitan quotes fp8 runs, a fast fp8 run passes 100%)
     mfu_peak = gpu.peak(t.precision)

@@ -26,6 +26,14 @@ class ModelParameters:
     """Share of the isolated best-shape GEMM rate that GEMMs sustain inside a training step: clocks
     drop under sustained full-board power, caches are cold, communication kernels share the SMs.
     Fitted on the bundled measured runs (docs/accuracy.md)."""
+    misaligned_gemm_fraction: float = 0.23
+    """Rate of a GEMM with a dimension that is not a multiple of 16 bytes (8 16-bit elements) over
+    the aligned rate: cuBLAS then runs unaligned kernels (seen: CUTLASS sm75 `align1` on an H200),
+    as the vocabulary of a head that is not padded (GPT-2's 50257). Measured on an H200 with
+    torch 2.11 / CUDA 13.0 (docs/measurements.md, 2026-12-04): bf16 8191³ 151.8 TFLOP/s against
+    669.7 for 8192³ (0.227), and GPT-3 1.3B's three 50257-wide head GEMMs at 107–144 TFLOP/s in a
+    step whose aligned GEMMs ran near 660 (0.16–0.22). Netflix's post-training report (2026) saw
+    the fallback triple the LM head's time (0.33)."""
     gemm_k_overhead: float = 150.0
     """Reduction depth's worth of fixed work per output tile (pipeline fill, epilogue writing C):
     a GEMM of depth K runs at K/(K + this) of the large-K rate (CUTLASS's multistage mainloop)."""

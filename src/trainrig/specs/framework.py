@@ -42,6 +42,12 @@ class FrameworkSpec(CatalogEntry):
     """The optimizer the stack's own recipes and notebooks run when the job does not say
     (`training.optimizer`): `adam8bit` for Unsloth, whose notebooks and README benchmarks set
     `optim = "adamw_8bit"` (bitsandbytes 8-bit AdamW); null = the job's default, adamw."""
+    vocab_padding_multiple: int | None = Field(default=None, ge=1, le=65536)
+    """The multiple the stack rounds the output layer's vocabulary up to on every tensor-parallel
+    rank when the job does not say (`training.vocab_padding_multiple`): 128 for Megatron-Core and
+    NeMo (`make_vocab_size_divisible_by`, default 128, times tp: megatron/training/tokenizer
+    `_vocab_size_with_padding`), 512 for LitGPT (Config.padding_multiple), 1 where the model code
+    takes the checkpoint's vocabulary as it is (Hugging Face, torchtune, torchtitan); null = unknown."""
     default_recompute: Literal["none", "selective", "full"] | None = None
     """The activation checkpointing the stack applies when the job states neither `recompute` nor
     `activation_offload`, with `default_activation_offload`: Unsloth's `get_peft_model` defaults to

@@ -293,6 +293,14 @@ class TrainingSpec(FrozenSpec):
     in the 16-bit training precision, half the bytes per logit: a model cast to 16 bits with no
     autocast (DeepSpeed's engine; accelerate turns native AMP off under DeepSpeed) whose code does
     not upcast its logits (e.g. Qwen-1's modeling_qwen.py)."""
+    vocab_padding_multiple: int | None = Field(default=None, ge=1, le=65536)
+    """The output layer's vocabulary as the stack rounds it up: to a multiple of this on every
+    tensor-parallel rank (Megatron-Core's `make-vocab-size-divisible-by` 128, times tp; LitGPT's
+    `padding_multiple` 512; nanoGPT and llm.c run GPT-2's 50257 as 50304). 1 = the checkpoint's
+    vocabulary as it is (Hugging Face, torchtune). A head whose local vocabulary is not a multiple
+    of 8 (16 bytes of 16-bit elements) runs its three GEMMs on cuBLAS's unaligned kernels, at
+    `misaligned_gemm_fraction` of the aligned rate. Unset = the framework's; a custom stack is
+    taken to pad to 8, named in the assumptions when the vocabulary needs it."""
     activation_offload: bool = False
     """The activations saved for backward are copied to host memory on a side stream and brought back
     for backward (torchtune `enable_activation_offloading`)."""
@@ -648,7 +656,8 @@ def _framework_defaults(framework: FrameworkSpec, t: TrainingSpec) -> TrainingSp
     given = t.model_fields_set
     update = {field: value for field, value in (("cp_kind", framework.default_cp_kind),
                                                 ("loss", framework.default_loss),
-                                                ("optimizer", framework.default_optimizer))
+                                                ("optimizer", framework.default_optimizer),
+                                                ("vocab_padding_multiple", framework.vocab_padding_multiple))
               if value is not None and field not in given}
     if framework.default_recompute is not None and not {"recompute", "activation_offload"} & given:
         update.update(recompute=framework.default_recompute, activation_offload=framework.default_activation_offload)
