@@ -8,7 +8,9 @@ first clock mark and stops after its last), and sums kernel time per kind: GEMM,
 elementwise, normalisation and reductions, optimizer, copies, other. `busy` is the union of kernel
 intervals over the profiled span: 1 − busy is time the GPU waited on the host (launches, Python). The
 point is to see which term of the estimate a gap between measured and estimated step time is in.
-With --out DIR: DIR/profile.json (per job: step times, kernel seconds per kind, the 12 longest kernels).
+With --out DIR: DIR/profile.json (per job: step times, kernel seconds per kind, the 40 longest kernels
+with their calls, and the rate the GEMM kernels reached in the step: the linear layers' and head's
+FLOPs over the GEMM kernels' seconds, beside the best-shape rate the estimate gives them).
 On the CPU the harness runs (its smoke test) but there are no kernels to sum.
 """
 
@@ -28,9 +30,13 @@ from trainrig import load_job  # noqa: E402
 from trainrig.bench.run import CudaClock, PerfClock, measure_rank  # noqa: E402
 from trainrig.bench.scale import scaled_mapping  # noqa: E402
 from trainrig.estimate import estimate  # noqa: E402
+from trainrig.estimate.flops import layer_gemm_flops_per_token, logits_flops_per_token  # noqa: E402
+from trainrig.estimate.inputs import inputs_from_job  # noqa: E402
+from trainrig.estimate.params import DEFAULT_PARAMETERS  # noqa: E402
 
 # first match wins; names as cuBLAS (sm90_xmma_gemm…, nvjet…, cutlass…), PyTorch's flash and
 # memory-efficient attention, cuDNN's fused attention and ATen's own kernels print them
+LONGEST_KEPT = 40  # kernels kept by name in profile.json (run 2 kept 12: too few to place every copy)
 KINDS = (
     ("attention", re.compile(r"flash|fmha|attention|sdpa|mha_|cudnn.*(fprop|bprop)", re.I)),
     ("gemm", re.compile(r"gemm|xmma|nvjet|cutlass|cublas|matmul|_mma_|splitk", re.I)),
@@ -62,16 +68,31 @@ def summarise_trace(trace: dict[str, Any]) -> dict[str, Any]:
         return {"kernels": 0, "kernel_s_by_kind": {}, "busy_fraction": None, "longest": []}
     by_kind: dict[str, float] = {}
     by_name: dict[str, float] = {}
+    calls: dict[str, int] = {}
     for event in kernels:
         by_kind[kernel_kind(event["name"])] = by_kind.get(kernel_kind(event["name"]), 0.0) + event["dur"] / 1e6
         by_name[event["name"]] = by_name.get(event["name"], 0.0) + event["dur"] / 1e6
+        calls[event["name"]] = calls.get(event["name"], 0) + 1
     start = min(e["ts"] for e in kernels)
     span_s = (max(e["ts"] + e["dur"] for e in kernels) - start) / 1e6
     busy_s = union_seconds([(e["ts"], e["ts"] + e["dur"]) for e in kernels])
-    longest = sorted(by_name.items(), key=lambda item: -item[1])[:12]
+    longest = sorted(by_name.items(), key=lambda item: -item[1])[:LONGEST_KEPT]
     return {"kernels": len(kernels), "kernel_s_by_kind": by_kind, "span_s": span_s, "busy_s": busy_s,
             "busy_fraction": busy_s / span_s if span_s else None,
-            "longest": [{"name": name[:160], "s": seconds, "kind": kernel_kind(name)} for name, seconds in longest]}
+            "longest": [{"name": name[:240], "s": seconds, "calls": calls[name], "kind": kernel_kind(name)}
+                        for name, seconds in longest]}
+
+
+def linear_gemm_flops(job: Any) -> float:
+    """FLOPs one step's linear-layer and head GEMMs execute (Korthikanti et al.'s 2 per multiply-add):
+    forward, input gradient and, for trained weights, weight gradient; a full recompute runs the
+    layers' forward again. Set beside the GEMM kernels' seconds, the rate they reached in the step."""
+    x = inputs_from_job(job, DEFAULT_PARAMETERS, python_floats=True)
+    t = job.training
+    passes = 3 if t.method == "full" else 2  # a frozen base computes no weight gradients
+    layers = (passes + (t.recompute == "full")) * layer_gemm_flops_per_token(x)
+    head = passes * logits_flops_per_token(x) if t.method == "full" else 2 * logits_flops_per_token(x)
+    return (layers + head) * t.micro_batch * t.seq_len
 
 
 class ProfilingClock:
@@ -121,20 +142,28 @@ def profile_job(name: str, device: str, steps: int, warmup: int, tiny: bool) -> 
         summary = summarise_trace(json.loads(path.read_text()))
     step_s = sorted(times.step_s for times in run.times)[len(run.times) // 2]  # the median
     estimated = estimate(scaled)
+    x = inputs_from_job(scaled, DEFAULT_PARAMETERS, python_floats=True)
+    gemm_s = summary["kernel_s_by_kind"].get("gemm", 0.0) / steps
+    flops = linear_gemm_flops(scaled)
     return {"job": name, "layers": scaled.model.n_layers, "gpu": scaled.hardware.gpu.name, "steps": steps,
             "step_s_measured": step_s, "step_s_estimated": estimated.step_time_s,
-            "estimate_breakdown_s": estimated.step_breakdown_s, **summary}
+            "estimate_breakdown_s": estimated.step_breakdown_s, "gemm_flops_per_step": flops,
+            "gemm_tflops_in_step": flops / gemm_s / 1e12 if gemm_s else None,
+            # the best-shape rate the estimate gives its GEMMs (peak × MAMF × sustained fraction)
+            "gemm_tflops_estimated": x.gemm_peak_tflops * x.matmul_efficiency, **summary}
 
 
 def print_rows(rows: list[dict[str, Any]]) -> None:
     kinds = [kind for kind, _ in KINDS] + ["other"]
     print(f"{'job':22} {'meas s':>8} {'est s':>8} {'busy':>5} " + " ".join(f"{k[:9]:>9}" for k in kinds)
-          + "   (kernel s per step)")
+          + "   (kernel s per step)   GEMM TFLOP/s in step / estimate's")
     for row in rows:
         steps = row["steps"]
         busy = "N/A" if row["busy_fraction"] is None else f"{row['busy_fraction']:.0%}"
         cells = " ".join(f"{row['kernel_s_by_kind'].get(k, 0.0) / steps:9.4f}" for k in kinds)
-        print(f"{row['job']:22} {row['step_s_measured']:8.4f} {row['step_s_estimated']:8.4f} {busy:>5} {cells}")
+        rate = "N/A" if row["gemm_tflops_in_step"] is None else f"{row['gemm_tflops_in_step']:.0f}"
+        print(f"{row['job']:22} {row['step_s_measured']:8.4f} {row['step_s_estimated']:8.4f} {busy:>5} {cells}"
+              f"   {rate} / {row['gemm_tflops_estimated']:.0f}")
 
 
 def main() -> int:

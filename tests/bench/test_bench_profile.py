@@ -54,6 +54,25 @@ def test_a_trace_sums_kernel_time_and_counts_overlap_once():
     assert summary["longest"][0]["name"] == "sm90_xmma_gemm_x" and summary["longest"][0]["kind"] == "gemm"
 
 
+def test_the_step_gemm_flops_count_each_pass_the_linears_run():
+    from trainrig import load_job
+    from trainrig.catalog.models import load_model
+
+    module = _module()
+
+    def job(**training):
+        return load_job({"model": {**load_model("llama3-8b").model_dump(), "n_layers": 4},
+                         "hardware": {"gpu": "H200-SXM5-141GB"},
+                         "training": {"seq_len": 4096, "micro_batch": 1, "global_batch": 1, **training}})
+
+    layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336  # q, o; k, v (GQA 8 of 32); gate, up, down
+    head = 4096 * 128256
+    assert module.linear_gemm_flops(job()) == pytest.approx(6 * 4096 * (4 * layer + head))
+    # a frozen base runs no weight gradients; a full recompute runs the layers' forward once more
+    assert module.linear_gemm_flops(job(method="lora")) == pytest.approx(4 * 4096 * (4 * layer + head))
+    assert module.linear_gemm_flops(job(recompute="full")) == pytest.approx(2 * 4096 * (4 * 4 * layer + 3 * head))
+
+
 def test_the_profile_harness_runs_tiny_on_the_cpu(tmp_path):
     pytest.importorskip("torch")
     done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--device", "cpu", "--steps", "2", "--warmup", "1",
