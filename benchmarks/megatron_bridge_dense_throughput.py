@@ -69,13 +69,20 @@ def row_job(system, model, n_gpus, precision, gbs, mbs, seq, fsdp, tp, pp, cp, v
     if fsdp:
         training["zero"] = 3
     if recipes:
-        training["grad_reduce_dtype"] = "bf16"
-        training["tp_comm_overlap"] = tp > 1
-        if model == "LLAMA3_8B" and not system.startswith("H100"):
-            training["cuda_graph_scope"] = ["full_iteration"]
-        if model == "LLAMA3_70B" and system in OFFLOADED_LAYERS:
-            training["activation_offload_layers"] = OFFLOADED_LAYERS[system]
+        training.update(recipe_settings(system, model, tp, bool(fsdp)))
     return load_job({"model": MODELS[model], "hardware": hardware, "training": training})
+
+
+def recipe_settings(system: str, model: str, tp: int, fsdp: bool) -> dict:
+    """What the performance recipes set beyond a row's layout (see `--recipes` above): bf16
+    gradients, TP overlap with tp > 1, the 8B's full-iteration CUDA graph off H100, and the 70B
+    Megatron-FSDP presets' offloaded activations."""
+    settings = {"grad_reduce_dtype": "bf16", "tp_comm_overlap": tp > 1}
+    if model == "LLAMA3_8B" and not system.startswith("H100"):
+        settings["cuda_graph_scope"] = ["full_iteration"]
+    if model == "LLAMA3_70B" and fsdp and system in OFFLOADED_LAYERS:
+        settings["activation_offload_layers"] = OFFLOADED_LAYERS[system]
+    return settings
 
 
 def attention_share(job) -> float:
