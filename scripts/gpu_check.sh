@@ -15,7 +15,7 @@
 #   bench/bench_set.json, bench/runs/*.json `trainrig bench` of benchmarks/bench_set.py's jobs: measured vs
 #   bench_table.txt, bench_validate.txt     estimated per job, the saved measured runs, validate's table
 #   bench/profile.json, profile_table.txt   benchmarks/bench_profile.py: kernel time by kind (GEMM, attention,
-#                                           elementwise, ...) of four bench jobs beside their estimates
+#                                           elementwise, ...) of six bench jobs beside their estimates
 #   targets.json                            the three GPU targets, printed as a table, then the bench and
 #                                           profile tables
 # Exit status: 0 when every target and test passed, 1 when one failed, 2 when no GPU/torch.
@@ -81,7 +81,7 @@ timeout $(( ${BENCH_LIMIT_S:-80} + 120 )) "$PY" benchmarks/bench_set.py --device
 bench_rc=$?
 log "bench set exit $bench_rc"
 "${TRAINRIG[@]}" validate "$OUT/bench/runs" >"$OUT/bench_validate.txt" 2>&1
-log "bench profile (4 jobs, 2 profiled steps each)"
+log "bench profile (6 jobs, 2 profiled steps each)"
 timeout 150 "$PY" benchmarks/bench_profile.py --device cuda --out "$OUT/bench" >"$OUT/profile_table.txt" \
   2>>"$OUT/gpu_check.log"
 profile_rc=$?
