@@ -65,3 +65,14 @@ def test_the_bench_builds_the_head_unpadded_and_says_so():
 def test_a_padding_out_of_range_names_the_field(value):
     with pytest.raises(TrainrigError, match="vocab_padding_multiple"):
         _job(vocab_padding=value)
+
+
+def test_an_unaligned_head_gets_a_note_with_the_padded_step():
+    unpadded, padded = estimate(_job("hf-trainer")), estimate(_job("hf-trainer", vocab_padding=64))
+    note = next(n for n in unpadded.notes if "vocabulary rows per rank" in n)
+    assert "padded to 50304" in note and "pad_to_multiple_of=64" in note
+    assert f"would take {padded.step_time_s:.3g} s instead of {unpadded.step_time_s:.3g} s" in note
+    assert not any("vocabulary rows per rank" in n for n in padded.notes)
+    # under tensor parallelism the padding is per rank, as Megatron-Core pads it
+    assert "padded to 50304" in next(n for n in estimate(_job("custom", vocab_padding=1, tp=2)).notes
+                                     if "vocabulary rows per rank" in n)

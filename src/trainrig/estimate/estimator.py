@@ -87,7 +87,8 @@ def estimate(
         host_ram_gb_per_node=row["host_ram_gb_per_node"],
         config=_config(job, int(base.params_total)),
         warnings=_warnings(job, row, params),
-        notes=list(job.notes) + _pipeline_split_notes(job) + _unmodelled(job),
+        notes=list(job.notes) + _pipeline_split_notes(job) + _aligned_head_note(job, base, row, params)
+        + _unmodelled(job),
     )
 
 
@@ -407,6 +408,31 @@ def _head_alignment_assumptions(job: Job, params: ModelParameters) -> list[str]:
                 f" {ASSUMED_VOCAB_PADDING}) as pretraining codebases pad it; training.vocab_padding_multiple: 1 if"
                 " the model runs it unpadded (its head GEMMs then run on unaligned kernels)"]
     return []
+
+
+# the padding the note suggests: 64 as nanoGPT and llm.c pad GPT-2's 50257 and Netflix's post-training
+# stack pads every vocabulary (a multiple of 8 is enough for alignment; 64 also fills whole tiles)
+SUGGESTED_VOCAB_PADDING = 64
+
+
+def _aligned_head_note(job: Job, base: Inputs, row: dict[str, Any], params: ModelParameters) -> list[str]:
+    """Where the head runs unaligned: the step with its vocabulary padded (the head's GEMMs at the
+    aligned rate; the padded rows' FLOPs, at most 63·tp, are not counted, as elsewhere)."""
+    if not head_is_unaligned(job):
+        return []
+    aligned = {"head_matmul_efficiency": base.head_matmul_efficiency / params.misaligned_gemm_fraction}
+    try:
+        padded_s = evaluate(base.with_values(**aligned), params, with_memory=False).step_time_s
+    except (ZeroDivisionError, OverflowError):  # as _evaluate_with_what_ifs: again on np.float64
+        padded_s = evaluate(inputs_from_job(job, params).with_values(**aligned), params, with_memory=False).step_time_s
+    padded_s, step_s = float(np.asarray(padded_s).reshape(-1)[0]), float(row["step_time_s"])
+    multiple = SUGGESTED_VOCAB_PADDING * job.training.tp
+    padded = -(-job.model.vocab // multiple) * multiple
+    return [f"the output head's {head_vocab_per_rank(job)} vocabulary rows per rank are not a multiple of"
+            f" {ALIGNED_ELEMENTS}, so its GEMMs run on unaligned kernels: padded to {padded}"
+            f" (training.vocab_padding_multiple: {SUGGESTED_VOCAB_PADDING}; with Hugging Face,"
+            f" model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of={SUGGESTED_VOCAB_PADDING}))"
+            f" the step would take {padded_s:.3g} s instead of {step_s:.3g} s ({padded_s / step_s - 1:+.0%})"]
 
 
 def _projection_assumptions(job: Job) -> list[str]:
