@@ -128,6 +128,22 @@ def test_gemm_low_because_of_a_power_cap():
     assert check_power_limit(gpu, gpu_spec()).verdict == "LOW"
 
 
+def test_gemm_held_by_the_default_power_limit_is_judged_against_the_sustained_rate():
+    # the H200 of docs/measurements.md: 686.8 TFLOP/s, SM clock 1485 of 1980 MHz, SwPowerCap at 700 W
+    gpu = gpu_info(clock_event_reasons=["sw_power_cap"],
+                   under_load=LoadObservation(samples=10, utilization_gpu_pct_max=100, sm_clock_mhz_median=1485,
+                                              slowdown_reasons=["sw_power_cap"]))
+    check = check_gemm(gpu, "bf16", 686.8, gpu_spec())
+    assert check.expected == pytest.approx(989.4 * 0.803 * 0.864) and check.verdict == "OK"
+    assert "default power limit" in check.source
+    # a GPU that is slow for another reason is still low, and a lowered limit is judged as before
+    assert check_gemm(gpu, "bf16", 500.0, gpu_spec()).verdict == "LOW"
+    capped = gpu_info(power_limit_w=400.0, clock_event_reasons=["sw_power_cap"])
+    assert check_gemm(capped, "bf16", 686.8, gpu_spec()).expected == pytest.approx(989.4 * 0.803)
+    hot = gpu_info(clock_event_reasons=["sw_power_cap", "sw_thermal_slowdown"])
+    assert check_gemm(hot, "bf16", 686.8, gpu_spec()).verdict == "LOW"
+
+
 def test_gemm_low_because_of_heat():
     gpu = gpu_info(under_load=LoadObservation(samples=5, utilization_gpu_pct_max=100,
                                               sm_clock_mhz_median=1300, temperature_c_max=88,
