@@ -8,7 +8,8 @@ first clock mark and stops after its last), and sums kernel time per kind: GEMM,
 elementwise, normalisation and reductions, optimizer, copies, other. `busy` is the union of kernel
 intervals over the profiled span: 1 − busy is time the GPU waited on the host (launches, Python). The
 point is to see which term of the estimate a gap between measured and estimated step time is in.
-With --out DIR: DIR/profile.json (per job: step times, kernel seconds per kind, the 40 longest kernels
+With --out DIR: DIR/profile.json (per job: step times and their forward / backward / optimizer
+medians, kernel seconds per kind, the 40 longest kernels
 with their calls, and the rate the GEMM kernels reached in the step: the linear layers' and head's
 FLOPs over the GEMM kernels' seconds, beside the best-shape rate the estimate gives them).
 On the CPU the harness runs (its smoke test) but there are no kernels to sum.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -143,12 +145,14 @@ def profile_job(name: str, device: str, steps: int, warmup: int, tiny: bool) -> 
         profiler.export_chrome_trace(str(path))
         summary = summarise_trace(json.loads(path.read_text()))
     step_s = sorted(times.step_s for times in run.times)[len(run.times) // 2]  # the median
+    phases_s = {phase: statistics.median(getattr(times, phase) for times in run.times)
+                for phase in ("forward_s", "backward_s", "optimizer_s")}
     estimated = estimate(scaled)
     x = inputs_from_job(scaled, DEFAULT_PARAMETERS, python_floats=True)
     gemm_s = summary["kernel_s_by_kind"].get("gemm", 0.0) / steps
     flops = linear_gemm_flops(scaled)
     return {"job": name, "layers": scaled.model.n_layers, "gpu": scaled.hardware.gpu.name, "steps": steps,
-            "step_s_measured": step_s, "step_s_estimated": estimated.step_time_s,
+            "step_s_measured": step_s, "phases_s_measured": phases_s, "step_s_estimated": estimated.step_time_s,
             "estimate_breakdown_s": estimated.step_breakdown_s, "gemm_flops_per_step": flops,
             "gemm_tflops_in_step": flops / gemm_s / 1e12 if gemm_s else None,
             # the best-shape rate the estimate gives its GEMMs (peak × MAMF × sustained fraction)

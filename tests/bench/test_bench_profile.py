@@ -83,4 +83,6 @@ def test_the_profile_harness_runs_tiny_on_the_cpu(tmp_path):
     assert [row["job"] for row in rows] == ["llama3-8b", "mixtral-8x7b"]
     assert all(row["step_s_measured"] > 0 and row["step_s_estimated"] > 0 for row in rows)
     assert all(row["layers"] == 2 and row["kernels"] == 0 for row in rows)
+    assert all(set(row["phases_s_measured"]) == {"forward_s", "backward_s", "optimizer_s"}
+               and sum(row["phases_s_measured"].values()) > 0 for row in rows)
     assert "llama3-8b" in done.stdout and "mixtral-8x7b" in done.stdout
