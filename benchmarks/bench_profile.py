@@ -9,9 +9,9 @@ elementwise, normalisation and reductions, optimizer, copies, other. `busy` is t
 intervals over the profiled span: 1 − busy is time the GPU waited on the host (launches, Python). The
 point is to see which term of the estimate a gap between measured and estimated step time is in.
 With --out DIR: DIR/profile.json (per job: step times and their forward / backward / optimizer
-medians, kernel seconds per kind, the 40 longest kernels
-with their calls, and the rate the GEMM kernels reached in the step: the linear layers' and head's
-FLOPs over the GEMM kernels' seconds, beside the best-shape rate the estimate gives them).
+medians, kernel seconds per kind, the 40 longest kernels with their calls, and the rate the GEMM
+kernels reached in the step: the linear layers' and head's FLOPs over the GEMM kernels' seconds,
+beside the best-shape rate the estimate gives them).
 On the CPU the harness runs (its smoke test) but there are no kernels to sum.
 """
 
