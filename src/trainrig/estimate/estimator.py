@@ -401,7 +401,8 @@ def _head_alignment_assumptions(job: Job, params: ModelParameters) -> list[str]:
     per_rank = head_vocab_per_rank(job)
     if head_is_unaligned(job):
         return [f"the output head's GEMMs on cuBLAS's unaligned kernels at {params.misaligned_gemm_fraction:.0%}"
-                f" of the aligned rate: {per_rank} vocabulary rows per rank are not a multiple of {ALIGNED_ELEMENTS}"
+                " of the aligned rate (measured on an H200; other generations unmeasured):"
+                f" {per_rank} vocabulary rows per rank are not a multiple of {ALIGNED_ELEMENTS}"
                 " (training.vocab_padding_multiple pads them)"]
     if t.vocab_padding_multiple is None and vocab % (ALIGNED_ELEMENTS * t.tp):
         return [f"the vocabulary of {vocab} padded to {per_rank * t.tp} ({per_rank} per rank, a multiple of"
