@@ -184,3 +184,19 @@ def test_power_capped_gpu_is_slower_and_says_so():
 def test_estimate_is_pure_and_repeatable():
     job = make_job()
     assert estimate(job).to_dict() == estimate(job).to_dict()
+
+
+def test_a_profile_of_a_healthy_gpu_keeps_the_catalog_rates_and_a_slow_one_scales_them():
+    # the probe's health expectation beside its measurement (HardwareProfile.gemm_expected_tflops)
+    def profile(measured):
+        return {"gpu_catalog_id": "H100-SXM5-80GB", "gemm_tflops": {"bf16": measured},
+                "gemm_expected_tflops": {"bf16": 686.4}}
+
+    datasheet = estimate(make_job())
+    healthy = estimate(make_job(hardware={"profile": profile(686.4)}))
+    assert healthy.step_time_s == pytest.approx(datasheet.step_time_s, rel=1e-12)
+    slow = estimate(make_job(hardware={"profile": profile(343.2)}))
+    assert slow.step_breakdown_s["compute"] > 1.6 * datasheet.step_breakdown_s["compute"]
+    # measured on another GPU type: its expectation says nothing about this one (the measured rate is used)
+    other = {**profile(686.4), "gpu_catalog_id": "A100-SXM4-80GB"}
+    assert estimate(make_job(hardware={"profile": other})).step_time_s != pytest.approx(datasheet.step_time_s)

@@ -196,3 +196,13 @@ def test_a_saved_profile_changes_the_estimate_as_it_should(tmp_path):
     profile_path.write_text(slower_profile.model_dump_json())
     slower = estimate(load_job(job_path))
     assert slower.step_breakdown_s["compute"] > 1.5 * measured.step_breakdown_s["compute"]
+
+
+def test_the_profile_keeps_what_a_healthy_gpu_of_its_type_reaches():
+    from trainrig.probe.results import Check
+
+    result = _benchmarked()
+    result.checks = [Check(component=f"GPU{i}", name="bf16 GEMM (best shape)", measured=measured, expected=expected,
+                           verdict="OK") for i, (measured, expected) in enumerate(((720.0, 686.4), (700.0, 794.5)))]
+    # the slower GPU's rate is kept, and the expectation its own check had (here not power-bound)
+    assert to_profile(result).gemm_expected_tflops == {"bf16": 794.5}

@@ -406,6 +406,15 @@ def head_is_unaligned(job: Job) -> bool:
     return head_vocab_per_rank(job) % ALIGNED_ELEMENTS != 0
 
 
+def _measured_over_expected(profile, gpu_id: str, precision: str) -> float | None:
+    """A profile's GEMM rate over what a healthy GPU of its type reaches in the same sweep
+    (HardwareProfile.gemm_expected_tflops), when the profile measured this catalog GPU."""
+    measured, expected = profile.gemm_tflops.get(precision), profile.gemm_expected_tflops.get(precision)
+    if not measured or not expected or profile.gpu_catalog_id != gpu_id:
+        return None
+    return measured / expected
+
+
 def gpu_fields(job: Job, params: ModelParameters) -> dict[str, float]:
     gpu, t, profile = job.hardware.gpu, job.training, job.hardware.profile
     gemm_precision = t.precision
@@ -428,7 +437,13 @@ def gpu_fields(job: Job, params: ModelParameters) -> dict[str, float]:
         head_peak, head_efficiency = attention_peak, efficiency / params.fp8_matmul_ratio
     if profile is not None:
         measured = profile.gemm_tflops.get(gemm_precision)
-        if measured:
+        health = _measured_over_expected(profile, gpu.id, gemm_precision)
+        if health:  # the probe's verdict on this GPU against a healthy one of its type scales the catalog's rates
+            bf16_health = _measured_over_expected(profile, gpu.id, "bf16") or health
+            peak *= health
+            attention_peak *= bf16_health if low else health
+            head_peak *= bf16_health if low else health
+        elif measured:
             peak, efficiency = measured, params.sustained_matmul_fraction
             attention_peak = profile.gemm_tflops.get("bf16", attention_peak) if low else measured
             head_peak, head_efficiency = (attention_peak, efficiency) if low else (peak, efficiency)

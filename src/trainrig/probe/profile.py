@@ -20,6 +20,7 @@ def to_profile(result: ProbeResult) -> HardwareProfile:
         gpu_catalog_id=gpu.catalog_id if gpu else None,
         measured_at=result.measured_at,
         gemm_tflops=_gemm(result),
+        gemm_expected_tflops=_gemm_expected(result),
         memory_bandwidth_gbs=_lowest(c.copy_gbs for c in bench.memory if c.gpu_index is not None),
         pcie_h2d_gbs=_lowest(p.h2d_pinned_gbs for p in bench.pcie),
         pcie_d2h_gbs=_lowest(p.d2h_pinned_gbs for p in bench.pcie),
@@ -55,6 +56,19 @@ def _gemm(result: ProbeResult) -> dict[str, float]:
             best[precision.precision] = min(current, precision.best_tflops) if current \
                 else precision.best_tflops
     return best
+
+
+def _gemm_expected(result: ProbeResult) -> dict[str, float]:
+    """Per precision, the health check's expected rate for the GPU that measured the lowest rate
+    (the one `gemm_tflops` keeps)."""
+    lowest: dict[str, tuple[float, float]] = {}
+    for check in result.checks:
+        precision, _, rest = check.name.partition(" ")
+        if rest != "GEMM (best shape)" or not check.measured or not check.expected:
+            continue
+        if precision not in lowest or check.measured < lowest[precision][0]:
+            lowest[precision] = (check.measured, check.expected)
+    return {precision: expected for precision, (_, expected) in lowest.items()}
 
 
 def _lowest(values) -> float | None:

@@ -22,6 +22,13 @@ class HardwareProfile(FrozenSpec):
     """ISO-8601 time of the probe."""
     gemm_tflops: dict[str, Annotated[float, Field(gt=0, le=MAX_FIGURE)]] = Field(default_factory=dict)
     """Best dense GEMM rate per precision (`bf16`, `fp16`, `tf32`, `fp32`, `fp8`) in TFLOP/s."""
+    gemm_expected_tflops: dict[str, Annotated[float, Field(gt=0, le=MAX_FIGURE)]] = Field(default_factory=dict)
+    """What a healthy GPU of the matched catalog type reaches in the same sweep, per precision
+    (the probe's health check: peak × best-shape fraction, × the sustained share where the board's
+    default power limit held the clock). With it the estimate keeps the catalog's rates and scales
+    them by `gemm_tflops / gemm_expected_tflops`: a healthy GPU changes nothing, a capped or slow
+    one slows the estimate by what it measured. Without it (older profiles) the measured rate
+    replaces the peak."""
     memory_bandwidth_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
     """Device-to-device copy, bytes read plus written per second, GB/s."""
     pcie_h2d_gbs: float | None = Field(default=None, gt=0, le=MAX_FIGURE)
