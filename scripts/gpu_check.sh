@@ -4,7 +4,10 @@
 #   OUT=/some/dir scripts/gpu_check.sh
 #
 # Needs torch with CUDA (installed here when missing: TORCH_SPEC, default "torch", e.g.
-# TORCH_SPEC="torch==2.13.0"). Writes under $OUT (default ./gpu_check_out):
+# TORCH_SPEC="torch==2.13.0"). Where trainrig's dependencies are missing and wheels lie in .whl/
+# (a machine with no package index), they are installed from there into $SITE (default
+# /tmp/gpu_check_site) first.
+# Writes under $OUT (default ./gpu_check_out):
 #   nvidia-smi-q.txt, nvidia-smi-topo.txt   what the driver says
 #   nvml_idle.json, nvml_load.json          real NVML recordings (idle / under a GEMM load), in the
 #                                           format `trainrig probe --nvml-fake FILE` replays
@@ -31,6 +34,15 @@ log() { echo "[gpu_check $(date +%T)] $*" | tee -a "$OUT/gpu_check.log" >&2; }
 if ! "$PY" -c "import torch" 2>/dev/null; then
   log "torch missing: pip install ${TORCH_SPEC:-torch}"
   "$PY" -m pip install -q "${TORCH_SPEC:-torch}" >>"$OUT/pip.log" 2>&1 || { log "no torch"; exit 2; }
+fi
+if ! "$PY" -c "import trainrig.probe" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+  # a machine with no package index (a lent GPU machine): the wheels carried in .whl/ (pydantic and
+  # its needs; docs/measurements.md), unpacked beside this checkout's source, nothing else installed
+  SITE="${SITE:-${TMPDIR:-/tmp}/gpu_check_site}"
+  log "installing the wheels in .whl/ into $SITE"
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+    .whl/*.whl >>"$OUT/pip.log" 2>&1 || log "could not install the wheels in .whl/"
+  export PYTHONPATH="$SITE:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 fi
 if ! "$PY" -c "import trainrig.probe" 2>/dev/null; then
   log "installing trainrig from this checkout"
