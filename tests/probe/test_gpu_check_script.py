@@ -35,3 +35,42 @@ def test_without_a_gpu_it_stops_with_status_2(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "torch sees no CUDA device" in done.stderr
     assert not (tmp_path / "nvml_idle.json").exists() and not (tmp_path / "pip.log").exists()
+
+
+def _tiny_wheel(folder: Path) -> None:
+    """A pure-Python wheel of one module, `gpu_check_probe_mod`, as pip builds them."""
+    import zipfile
+
+    name, info = "gpu_check_probe_mod", "gpu_check_probe_mod-1.0.dist-info"
+    files = {f"{name}.py": "VALUE = 1\n",
+             f"{info}/METADATA": "Metadata-Version: 2.1\nName: gpu_check_probe_mod\nVersion: 1.0\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(folder / "gpu_check_probe_mod-1.0-py3-none-any.whl", "w") as wheel:
+        for path, text in files.items():
+            wheel.writestr(path, text)
+
+
+def test_with_trainrig_missing_it_installs_the_carried_wheels_first(tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the script would run its checks")
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    checkout = tmp_path / "checkout"
+    (checkout / "scripts").mkdir(parents=True)
+    shutil.copy(SCRIPT, checkout / "scripts")
+    (checkout / ".whl").mkdir()
+    _tiny_wheel(checkout / ".whl")
+    site = tmp_path / "site"
+    # a python on which trainrig does not import until the carried wheels are on its path
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/bash\nif [ "$1" = -c ] && [ "$2" = "import trainrig.probe" ] && '
+                    f'[[ "$PYTHONPATH" != *{site}* ]]; then exit 1; fi\nexec {sys.executable} "$@"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": str(fake), "SITE": str(site)}
+    done = subprocess.run(["bash", str(checkout / "scripts" / "gpu_check.sh")], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert (site / "gpu_check_probe_mod.py").is_file(), done.stderr
+    assert "installing the wheels in .whl/" in done.stderr
+    assert done.returncode == 2 and "torch sees no CUDA device" in done.stderr
