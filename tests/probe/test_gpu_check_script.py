@@ -24,12 +24,16 @@ def test_the_script_parses_and_names_only_files_that_exist():
     assert all((ROOT / path).is_file() for path in named), named
 
 
-def test_without_a_gpu_it_stops_with_status_2(tmp_path):
+def _skip_unless_a_cpu_machine_with_bash() -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the script would run its checks")
     if shutil.which("bash") is None:
         pytest.skip("no bash")
+
+
+def test_without_a_gpu_it_stops_with_status_2(tmp_path):
+    _skip_unless_a_cpu_machine_with_bash()
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
     done = subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr
@@ -52,11 +56,7 @@ def _tiny_wheel(folder: Path) -> None:
 
 
 def test_with_trainrig_missing_it_installs_the_carried_wheels_first(tmp_path):
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU: the script would run its checks")
-    if shutil.which("bash") is None:
-        pytest.skip("no bash")
+    _skip_unless_a_cpu_machine_with_bash()
     checkout = tmp_path / "checkout"
     (checkout / "scripts").mkdir(parents=True)
     shutil.copy(SCRIPT, checkout / "scripts")
