@@ -404,7 +404,7 @@ def _head_alignment_assumptions(job: Job, params: ModelParameters) -> list[str]:
                 " of the aligned rate (measured on an H200; other generations unmeasured):"
                 f" {per_rank} vocabulary rows per rank are not a multiple of {ALIGNED_ELEMENTS}"
                 " (training.vocab_padding_multiple pads them)"]
-    if t.vocab_padding_multiple is None and vocab % (ALIGNED_ELEMENTS * t.tp):
+    if t.vocab_padding_multiple is None and per_rank * t.tp != vocab:
         return [f"the vocabulary of {vocab} padded to {per_rank * t.tp} ({per_rank} per rank, a multiple of"
                 f" {ASSUMED_VOCAB_PADDING}) as pretraining codebases pad it; training.vocab_padding_multiple: 1 if"
                 " the model runs it unpadded (its head GEMMs then run on unaligned kernels)"]
@@ -427,8 +427,7 @@ def _aligned_head_note(job: Job, base: Inputs, row: dict[str, Any], params: Mode
     except (ZeroDivisionError, OverflowError):  # as _evaluate_with_what_ifs: again on np.float64
         padded_s = evaluate(inputs_from_job(job, params).with_values(**aligned), params, with_memory=False).step_time_s
     padded_s, step_s = float(np.asarray(padded_s).reshape(-1)[0]), float(row["step_time_s"])
-    multiple = SUGGESTED_VOCAB_PADDING * job.training.tp
-    padded = -(-job.model.vocab // multiple) * multiple
+    padded = head_vocab_per_rank(job, SUGGESTED_VOCAB_PADDING) * job.training.tp
     return [f"the output head's {head_vocab_per_rank(job)} vocabulary rows per rank are not a multiple of"
             f" {ALIGNED_ELEMENTS}, so its GEMMs run on unaligned kernels: padded to {padded}"
             f" (training.vocab_padding_multiple: {SUGGESTED_VOCAB_PADDING}; with Hugging Face,"

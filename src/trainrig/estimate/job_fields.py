@@ -393,11 +393,12 @@ ASSUMED_VOCAB_PADDING = 8
 ALIGNED_ELEMENTS = 8  # 16 bytes of 16-bit elements: what cuBLAS's fast (TMA/vectorized) kernels need
 
 
-def head_vocab_per_rank(job: Job) -> int:
+def head_vocab_per_rank(job: Job, multiple: int | None = None) -> int:
     """The output layer's vocabulary on one tensor-parallel rank, as the stack pads it
-    (`training.vocab_padding_multiple`, rounded up per rank as Megatron-Core does)."""
+    (`training.vocab_padding_multiple`, rounded up per rank as Megatron-Core does), or padded to
+    `multiple` when given."""
     t = job.training
-    multiple = t.vocab_padding_multiple or ASSUMED_VOCAB_PADDING
+    multiple = multiple or t.vocab_padding_multiple or ASSUMED_VOCAB_PADDING
     return -(-job.model.vocab // (multiple * t.tp)) * multiple
 
 

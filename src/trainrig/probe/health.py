@@ -177,14 +177,18 @@ def check_gemm(gpu: GpuInfo, precision: str, measured_tflops: float | None,
 
 def _power_bound_at_default_limit(gpu: GpuInfo) -> bool:
     """The board's own limit, not a lowered one, held the clock under load, and nothing else did."""
-    reasons = set(gpu.under_load.slowdown_reasons if gpu.under_load else []) | set(gpu.clock_event_reasons or [])
+    reasons = _slowdown_reasons(gpu)
     others = {"hw_thermal_slowdown", "sw_thermal_slowdown", "hw_slowdown", "hw_power_brake_slowdown"}
     return "sw_power_cap" in reasons and not reasons & others and not _power_capped(gpu)
 
 
+def _slowdown_reasons(gpu: GpuInfo) -> set[str]:
+    """Clock slowdown reasons seen under load or reported at the sample."""
+    return set(gpu.under_load.slowdown_reasons if gpu.under_load else []) | set(gpu.clock_event_reasons or [])
+
+
 def _slow_compute_cause(gpu: GpuInfo) -> str:
-    reasons = set(gpu.under_load.slowdown_reasons if gpu.under_load else [])
-    reasons |= set(gpu.clock_event_reasons or [])
+    reasons = _slowdown_reasons(gpu)
     clock = gpu.under_load.sm_clock_mhz_median if gpu.under_load else None
     clock_text = f" (SM clock {clock:.0f} of {gpu.sm_clock_max_mhz} MHz)" if clock and \
         gpu.sm_clock_max_mhz else ""
