@@ -303,13 +303,22 @@ def _mla_elementwise_per_token(x: Inputs):
 
 def adapter_bytes_per_token(x: Inputs):
     """HBM bytes one layer's LoRA branches move per token in the forward: each adapted linear reads
-    its input again for A (after dropout, which reads it and writes a copy and a 1-byte mask), writes
-    B's output, and adds it to the base output (read both, write the sum); A's rank-wide output is
-    negligible. PEFT applies each adapter, and its dropout, separately; one on a fused q/k/v (or
-    gate/up) linear reads the input once."""
+    its input again for A (after dropout on the input, which reads it and writes a copy and a 1-byte
+    mask), writes B's output (dropout there reads it and writes it again with the mask), and adds it
+    to the base output (read both, write the sum); A's rank-wide output is negligible. PEFT applies
+    each adapter, and its dropout, separately; one on a fused q/k/v (or gate/up) linear reads the
+    input once."""
     if not ops.any(x.method > 0):
         return 0.0
     e = x.activation_bytes
+    fan_in, fan_out = adapter_widths(x)
+    per_token = fan_in * (e + x.lora_dropout * (2 * e + 1)) + fan_out * (4 * e + x.lora_output_dropout * (2 * e + 1))
+    return ops.where(x.method > 0, per_token, 0.0)
+
+
+def adapter_widths(x: Inputs):
+    """(inputs, outputs) one layer's adapted linears read and write per token, summed over the
+    adapters on this rank's shard: a fused q/k/v (or gate/up) linear's input counted once."""
     q_width, k_width, v_width = x.q_width_local, x.kv_heads * x.head_dim / x.tp, x.kv_heads * x.v_head_dim / x.tp
     first = x.adapted_first_mlp
     attention_in = x.hidden * x.adapted_qkv_linears
@@ -327,5 +336,4 @@ def adapter_bytes_per_token(x: Inputs):
             x.hidden * x.adapted_mlp_input_linears + x.ffn_hidden / x.tp * x.lora_down), fan_in)
         fan_out = ops.where(x.hybrid > 0, a * (attention_out + x.hidden * x.lora_o) + m * (
             x.hidden * x.lora_down + x.ffn_hidden / x.tp * first), fan_out)
-    per_token = fan_in * (e + x.lora_dropout * (2 * e + 1)) + 4 * e * fan_out
-    return ops.where(x.method > 0, per_token, 0.0)
+    return fan_in, fan_out

@@ -139,7 +139,8 @@ class Inputs:
     lora_gate: Any
     lora_up: Any
     lora_down: Any
-    lora_dropout: Any  # 1 when the LoRA branch applies dropout (copies its input for backward)
+    lora_dropout: Any  # 1 when the LoRA branch applies dropout to its input (copies it for backward)
+    lora_output_dropout: Any  # 1 when it applies dropout to B's output instead (a 1-byte mask kept)
     lora_forward_ops: Any  # host time of one adapter's forward, in eager ops (FrameworkSpec.lora_adapter_host_ops)
     moe_router_ops_fwd: Any  # an MoE router's small ops beyond its GEMM and top-k (FrameworkSpec.moe_router_host_ops)
     moe_router_ops_bwd: Any

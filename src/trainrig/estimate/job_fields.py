@@ -297,12 +297,17 @@ def _cast_bytes(t) -> float:
     return NVFP4_CAST_BYTES if t.precision == "fp4" else FP8_CAST_BYTES.get(resolve_fp8_recipe(t), 0.0)
 
 
-def _adapter_host_ops(fw) -> tuple[float, float]:
+def lora_dropout(t: TrainingSpec, fw) -> float:
+    """The adapters' dropout: the job's `lora_dropout`, else its framework's default."""
+    return fw.lora_dropout if t.lora_dropout is None else t.lora_dropout
+
+
+def _adapter_host_ops(t: TrainingSpec, fw) -> tuple[float, float]:
     """One adapter's host work per micro-batch in eager ops, (forward, backward): the framework's
     measurement, else its small ops one each (A, B and the scaled add, + dropout; backward twice)."""
     if fw.lora_adapter_host_ops is not None:
         return fw.lora_adapter_host_ops
-    forward = 3.0 + float(fw.lora_dropout > 0)
+    forward = 3.0 + float(lora_dropout(t, fw) > 0)
     return forward, 2 * forward
 
 
@@ -313,7 +318,7 @@ def training_fields(job: Job) -> dict[str, float]:
     targets = t.lora_modules
     quantization = t.base_quantization
     fused_qkv, fused_gate_up = job.projections_fused()
-    adapter_ops = _adapter_host_ops(fw)
+    adapter_ops = _adapter_host_ops(t, fw)
     return dict(
         seq_len=t.seq_len, micro_batch=t.micro_batch,
         global_batch=t.global_batch, tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, expert_tp=_expert_tp_field(t),
@@ -346,7 +351,9 @@ def training_fields(job: Job) -> dict[str, float]:
         dequant_ops=DEQUANT_OPS.get(quantization, 0.0),
         dequant_saved_for_backward=float(quantization == "gptq-int4"),
         **{f"lora_{name}": float(name in targets) for name in ("q", "k", "v", "o", "gate", "up", "down")},
-        lora_dropout=float(fw.lora_dropout > 0), train_embeddings=float(t.train_embeddings),
+        lora_dropout=float(lora_dropout(t, fw) > 0 and fw.lora_dropout_position == "input"),
+        lora_output_dropout=float(lora_dropout(t, fw) > 0 and fw.lora_dropout_position == "output"),
+        train_embeddings=float(t.train_embeddings),
         fused_qkv=float(fused_qkv), fused_gate_up=float(fused_gate_up),
         lora_forward_ops=adapter_ops[0], lora_backward_ops=adapter_ops[1],
         **_moe_host_op_fields(t, fw),

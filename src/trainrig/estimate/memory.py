@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from trainrig.estimate import mamba, module_recompute, ops
+from trainrig.estimate.compute import adapter_widths
 from trainrig.estimate.inputs import Inputs
 from trainrig.estimate.params import ModelParameters
 from trainrig.units import GIB
@@ -292,6 +293,8 @@ def _activation_bytes_per_layer(x: Inputs, recompute_override=None):
                       + x.dense_share * dense_mlp + moe_fraction * moe_mlp)
         layer_set = x.attention_share * attention_block + mlp_blocks + x.mamba_share * mixer
         whole = ops.where(hybrid, tokens * layer_set, whole)
+    if ops.any(x.lora_output_dropout > 0):  # dropout on B's outputs keeps their 1-byte masks
+        whole = whole + ops.where(full, 0.0, tokens * x.lora_output_dropout * adapter_widths(x)[1])
     layer_input = tokens * e * x.hidden / rep  # all that full recompute keeps
     # torchtitan's op-level selective recompute (parallelize_llama.py `_apply_ac_to_transformer_block`,
     # `selective_ac_option: op`, pytorch/torchtitan@9dec370): inside each block's checkpoint its

@@ -186,8 +186,13 @@ class FrameworkSpec(CatalogEntry):
     `ctx.tensors = (A, B)` whenever the input needs a gradient); false = only the weight (torchao's
     NF4 linear)."""
     lora_dropout: float = Field(default=0.05, ge=0, lt=1)
-    """Dropout on the LoRA branch's input by default: when above 0, every adapted input is copied
-    (and a 1-byte mask kept) for backward."""
+    """Dropout on the LoRA branch by default (`training.lora_dropout` overrides it)."""
+    lora_dropout_position: Literal["input", "output"] = "input"
+    """Where the LoRA branch applies its dropout. `input`: on the adapter's input, before A (PEFT's
+    `lora_dropout(x)`, torchtune's LoRALinear), so every adapted input is copied, with a 1-byte
+    mask, for A's backward. `output`: on B's output, before it is added to the base output (NeMo
+    AutoModel's PeftConfig `dropout_position: post`, its default), which keeps only the 1-byte
+    mask, as wide as the linear's output."""
     lora_adapter_host_ops: tuple[HostOps, HostOps] | None = None
     """Host time of one LoRA adapter per micro-batch as (forward, backward) in `eager_op_host_us`
     units, measured for the stack's adapter code (`benchmarks/lora_adapter_host_ops.py`); null = its

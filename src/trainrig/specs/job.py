@@ -29,7 +29,7 @@ __all__ = ["TrainingSpec", "NetworkSpec", "HardwareSpec", "Job", "TrainPrecision
 
 TrainPrecision = Literal["fp32", "fp16", "bf16", "fp8", "fp4"]
 Framework = Literal["custom", "megatron", "nemo", "torchtitan", "deepspeed", "hf-trainer", "torchtune",
-                    "litgpt", "unsloth", "axolotl"]
+                    "litgpt", "unsloth", "axolotl", "automodel"]
 LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down")
 # Megatron-Core's names for the submodules selective recompute can redo (TransformerConfig.recompute_modules)
 # What Megatron-Core's CUDA graphs capture (cuda_graph_scope / cuda_graph_modules)
@@ -270,6 +270,10 @@ class TrainingSpec(FrozenSpec):
     """Full fine-tuning/pre-training, or adapters on a frozen base (bf16 base for LoRA, 4-bit for QLoRA)."""
     lora_rank: int = Field(default=16, gt=0, le=MAX_WIDTH)
     """Adapter rank for LoRA/QLoRA."""
+    lora_dropout: float | None = Field(default=None, ge=0, lt=1)
+    """LoRA/QLoRA: dropout on each adapter's input (PEFT `lora_dropout`, torchtune `lora_dropout`,
+    NeMo AutoModel `peft.dropout`); above 0 every adapted input is copied, with a 1-byte mask, for
+    backward. Unset = the framework's default (PEFT 0.05; torchtune, Unsloth and AutoModel 0)."""
     lora_targets: LoraTargets = "all-linear"
     """Which linears carry adapters: `all-linear`, `attention` (q, k, v, o) or a list of
     q, k, v, o, gate, up, down (Hugging Face, torchtune and LitGPT module names are accepted). On a
