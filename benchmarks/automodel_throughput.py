@@ -5,6 +5,7 @@ Engine layers) on 1 to 1,024 GPUs.
 
     python benchmarks/automodel_throughput.py
     python benchmarks/automodel_throughput.py --framework custom   # the same jobs with no stack facts
+    python benchmarks/automodel_throughput.py sustained_matmul_fraction=1.0   # a model parameter changed
 
 The table's tokens/s per GPU is GBS × seq_len / step time / GPUs: its LoRA rows are run through
 nemo_automodel/recipes/llm/benchmark.py (tests/functional_tests/hf_transformer_finetune/
@@ -28,10 +29,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from dataclasses import replace
 
 from megatron_bridge_hybrid_throughput import NEMOTRON_3_NANO
 from megatron_bridge_moe_throughput import QWEN3_30B
+from parameter_sensitivity import parse_overrides
 from trainrig import estimate, load_job
+from trainrig.estimate.params import DEFAULT_PARAMETERS
 
 LORA_ALL = {"method": "lora", "lora_rank": 16, "lora_targets": ["q", "k", "v", "o", "gate", "up", "down"]}
 # the 70B and 32B LoRA recipes at 2013a4dd6 (examples/llm_finetune/llama3_3/
@@ -112,11 +116,13 @@ def row_job(model, n_gpus: int, training: dict, framework: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--framework", default="automodel", help="the jobs' training.framework (default automodel)")
+    parser.add_argument("overrides", nargs="*", metavar="NAME=VALUE", help="a ModelParameters field changed")
     args = parser.parse_args()
+    params = replace(DEFAULT_PARAMETERS, **parse_overrides(args.overrides))
     errors = []
     print(f"{'row':<42}{'commit':<11}{'measured':>9}{'estimate':>10}{'error':>8}{'GiB':>7}")
     for name, commit, model, n_gpus, training, measured in ROWS:
-        result = estimate(row_job(model, n_gpus, training, args.framework), advise_fit=False)
+        result = estimate(row_job(model, n_gpus, training, args.framework), params, advise_fit=False)
         error = result.tokens_per_s_per_gpu / measured - 1
         errors.append(abs(error))
         fits = "" if result.fits else " (does not fit)"

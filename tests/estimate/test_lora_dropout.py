@@ -92,3 +92,15 @@ def test_dropout_on_the_input_copies_the_inputs_instead():
     assert (float(x_out.lora_output_dropout), float(x_out.lora_dropout)) == (1.0, 0.0)
     assert (float(x_in.lora_output_dropout), float(x_in.lora_dropout)) == (0.0, 1.0)
     assert totals(on_input)[1] != totals(job)[1]
+
+
+def test_automodel_trains_in_pure_bf16_unless_the_job_asks_for_a_master_copy():
+    hardware = {"gpu": "H100-SXM5-80GB", "n_gpus": 1}
+    training = {"framework": "automodel", "seq_len": 1024, "global_batch": 1}
+    unstated = load_job({"model": "llama3-8b", "hardware": hardware, "training": training})
+    stated = load_job({"model": "llama3-8b", "hardware": hardware, "training": {**training, "master_weights": True}})
+    assert (unstated.training.master_weights, stated.training.master_weights) == (False, True)
+    assert any("no fp32 master copy" in line for line in estimate(unstated).assumptions)
+    pure, mixed = (float(memory_state(inputs_from_job(job, P), P)["optimizer"]) for job in (unstated, stated))
+    # AdamW: master 4 + moments 4 + 4 bytes per parameter with a master copy, moments 2 + 2 in bf16
+    assert mixed - pure == pytest.approx(8 * unstated.model.n_params, rel=1e-9)

@@ -322,7 +322,10 @@ def _assumptions(job: Job, params: ModelParameters = DEFAULT_PARAMETERS) -> list
                     " unset: no document mask)")
     if "framework" not in given:
         said.append("no framework-specific behaviour (framework: custom)")
-    if t.method == "full" and t.precision != "fp32" and "master_weights" not in given:
+    if t.method == "full" and t.precision != "fp32" and "master_weights" not in given and not t.master_weights:
+        said.append(f"{t.precision} weights, gradients and optimizer states with no fp32 master copy,"
+                    f" {job.framework.name}'s recipes' default (master_weights: false)")
+    elif t.method == "full" and t.precision != "fp32" and "master_weights" not in given:
         grads = "gradients" if t.grad_reduce_dtype in (None, "fp32") else f"{t.grad_reduce_dtype} gradients"
         said.append(f"mixed precision with fp32 master weights and {grads}" if grads == "gradients"
                     else f"mixed precision with fp32 master weights, {grads} (grad_reduce_dtype)")

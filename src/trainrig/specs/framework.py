@@ -38,6 +38,11 @@ class FrameworkSpec(CatalogEntry):
     (Transformer Engine's in-place kernel); `chunked` for LitGPT, whose fine-tuning scripts call
     `chunked_cross_entropy` on the head's chunked output; `fused_linear` for Unsloth; null = the
     job's default, `full`."""
+    default_master_weights: bool | None = None
+    """Whether the stack's recipes keep an fp32 master copy of the weights when the job does not say
+    (`training.master_weights`): false for NeMo AutoModel, which loads the model in bf16, keeps that
+    dtype in FSDP2 (MixedPrecisionPolicy param_dtype bf16) and runs torch's Adam, whose moments
+    follow the parameters' dtype; null = the job's default, true."""
     default_optimizer: Literal["adamw", "adam8bit", "paged_adamw", "paged_adamw8bit", "sgd", "adafactor"] | None = None
     """The optimizer the stack's own recipes and notebooks run when the job does not say
     (`training.optimizer`): `adam8bit` for Unsloth, whose notebooks and README benchmarks set

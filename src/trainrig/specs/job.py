@@ -661,6 +661,7 @@ def _framework_defaults(framework: FrameworkSpec, t: TrainingSpec) -> TrainingSp
     update = {field: value for field, value in (("cp_kind", framework.default_cp_kind),
                                                 ("loss", framework.default_loss),
                                                 ("optimizer", framework.default_optimizer),
+                                                ("master_weights", framework.default_master_weights),
                                                 ("vocab_padding_multiple", framework.vocab_padding_multiple))
               if value is not None and field not in given}
     if framework.default_recompute is not None and not {"recompute", "activation_offload"} & given:
