@@ -21,8 +21,8 @@ to AutoModel's default (`flash_attention_2` when flash_attn imports, nemo_automo
 kernel_patches.py) and for GPT-OSS's FlexAttention, which has no kernel of its own here; the fused
 attention of Transformer Engine (`attn: te`) as cuDNN's; no fp8 (none of these recipes has an fp8
 section); FSDP2's reduce-scatter in bf16 (the recipes' MixedPrecisionPolicy reduces in fp32, which
-the format does not take with bf16 parameters). Left out: Kimi K2 and Nemotron 3 Super / Ultra, whose
-shapes are not at hand here.
+the format does not take with bf16 parameters). Left out: Nemotron 3 Super and Ultra, whose shapes are
+not at hand here.
 """
 
 from __future__ import annotations
@@ -37,6 +37,13 @@ from parameter_sensitivity import parse_overrides
 from trainrig import estimate, load_job
 from trainrig.estimate.params import DEFAULT_PARAMETERS
 
+# moonshotai/Kimi-K2-Base model card, "Model Summary": 61 layers of which 1 dense, attention hidden 7168,
+# 64 heads, MLA, 384 experts of 2048 (8 per token) and 1 shared, vocabulary 160K (163,840 in its
+# config.json); the latent-attention widths and the dense FFN as DeepSeek-V3's, whose architecture it
+# keeps (the Kimi-K2 report, "Model Architecture": fewer heads, more experts, one dense layer)
+KIMI_K2 = {"name": "kimi-k2", "n_layers": 61, "hidden": 7168, "n_heads": 64, "head_dim": 192, "v_head_dim": 128,
+           "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64, "ffn_hidden": 18432, "vocab": 163840,
+           "n_experts": 384, "top_k": 8, "expert_ffn_hidden": 2048, "n_shared_experts": 1, "n_dense_layers": 1}
 LORA_ALL = {"method": "lora", "lora_rank": 16, "lora_targets": ["q", "k", "v", "o", "gate", "up", "down"]}
 # the 70B and 32B LoRA recipes at 2013a4dd6 (examples/llm_finetune/llama3_3/
 # custom_llama3_3_70b_instruct_peft_benchmark.yaml, qwen/custom_qwen2_5_32b_peft_benchmark.yaml):
@@ -91,6 +98,9 @@ ROWS = [
     ("DeepSeek-V3 pre-train, 1,024 GPUs", "89e3a9fdd", "deepseek-v3", 1024,
      {**MOE_TE, "global_batch": 8192, "micro_batch": 1, "seq_len": 4096, "pp": 4, "vpp": 8, "ep": 64,
       "recompute": "full"}, 865),
+    ("Kimi K2 pre-train, 256 GPUs", "89e3a9fdd", KIMI_K2, 256,
+     {**MOE_TE, "global_batch": 512, "micro_batch": 1, "seq_len": 4096, "pp": 8, "vpp": 4, "ep": 32,
+      "recompute": "full"}, 924),
     ("Nemotron 3 Nano pre-train", "bb0c0bfb0", NEMOTRON_3_NANO, 8,
      {**MOE_TE, "global_batch": 512, "micro_batch": 4, "seq_len": 4096, "ep": 8, "recompute": "full",
       "attention_kernel": "sdpa"}, 16789),
