@@ -60,3 +60,28 @@ def test_the_planner_does_not_interleave_a_gpipe_job():
     from trainrig.plan.request import make_request
     request = make_request(load_model("llama3-8b"), 1e11, 4096, 256, training={"pp_schedule": "gpipe"})
     assert request.space.vpp == (1,) and request.training["pp_schedule"] == "gpipe"
+
+
+def test_a_pipeline_run_per_local_batch_pays_a_bubble_per_run():
+    # 16 sequences per pipeline in micro-batches of 1: local batches of 4 run the schedule 4 times
+    assert bubble(pp_local_batch=4) == pytest.approx(4 * bubble(), rel=1e-12)
+    assert bubble(pp_local_batch=16) == pytest.approx(bubble(), rel=1e-12)  # the whole step in one run
+    assert bubble(pp_local_batch=8, vpp=2) == pytest.approx(2 * bubble(vpp=2), rel=1e-12)
+
+
+def test_a_short_run_keeps_only_its_own_micro_batches_in_flight():
+    layers = [float(in_flight_layers(inputs_from_job(job(**training), P)))
+              for training in ({}, {"pp_local_batch": 2}, {"pp_local_batch": 2, "pp_schedule": "gpipe"})]
+    # 4 layers per stage: min(pp 4, m) micro-batches on the first stage, m = 16, or 2 per run
+    assert layers == [4 * 4, 2 * 4, 2 * 4]
+
+
+@pytest.mark.parametrize(("training", "says"), [
+    ({"pp": 1, "pp_local_batch": 4}, "needs pp > 1"),
+    ({"micro_batch": 2, "pp_local_batch": 3}, "not a multiple of micro_batch 2"),
+    ({"pp_local_batch": 5}, "does not divide the step's 16 sequences"),
+])
+def test_a_local_batch_the_schedule_cannot_run_is_refused_naming_the_field(training, says):
+    with pytest.raises(TrainrigError, match=says) as error:
+        job(**training)
+    assert error.value.field == "training.pp_local_batch"

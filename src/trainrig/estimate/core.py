@@ -193,7 +193,7 @@ def _micro_batch(x: Inputs, p: ModelParameters) -> dict[str, Any]:
 # data-parallel layout, memory savers, links, host and memory capacity. A planner's rows that differ
 # only in these share their GEMM times, which are then computed once (see distinct.py).
 GEMM_IGNORES = frozenset({
-    "pp", "dp", "vpp", "pp_embedding_slot", "pp_loss_slot", "global_batch", "zero", "recompute",
+    "pp", "dp", "vpp", "pp_embedding_slot", "pp_loss_slot", "pp_local_batch", "global_batch", "zero", "recompute",
     "sequence_parallel", "tp_comm_overlap", "cp_kind", "gpus_per_node", "n_nodes", "fabric_gpus", "n_fabrics",
     "recompute_num_layers", "moe_dispatcher", "moe_a2a_overlap", "graph_full", "graph_attention",
     "graph_mlp", "graph_moe", "graph_router", "activation_offload_layers",
@@ -238,11 +238,13 @@ def _pipeline_bubble_s(x: Inputs, per_micro, weight_grad):
     """Idle time of the pipeline per step: (pp − 1)/vpp micro-batches under 1F1B and GPipe
     (Narayanan et al. 2021 §2.2); under ZB-H1 the weight-gradient pass W of the tail's micro-batches
     fills it, (pp − 1)·(F + B − W) instead of (pp − 1)·(F + B + W) (Qi et al. 2024 §2.1), i.e. two W
-    fewer per bubble micro-batch; with vpp > 1 per chunk alike."""
+    fewer per bubble micro-batch; with vpp > 1 per chunk alike. A step that runs the schedule more than
+    once (`pipeline_runs`) pays a bubble per run."""
     if not ops.any(x.pp > 1):
         return 0.0
     filled = ops.where(x.pp_schedule == 2, ops.maximum(per_micro - 2 * weight_grad, 0.0), per_micro)
-    return (x.pp - 1) / x.vpp * filled
+    # one bubble per run of the schedule (training.pp_local_batch: torch.distributed.pipelining's step())
+    return x.pipeline_runs * (x.pp - 1) / x.vpp * filled
 
 
 def _zero3_gradient_path_s(x: Inputs):

@@ -97,6 +97,7 @@ class Inputs:
     pipeline_last_layers: Any  # its last stage's (beside the output head)
     pipeline_max_layers: Any  # its fullest stage's
     pp_schedule: Any  # PP_SCHEDULE_CODE: 0 1F1B (interleaved with vpp > 1), 1 GPipe, 2 ZB-H1
+    pp_local_batch: Any  # sequences per pipeline schedule run (TrainingSpec.pp_local_batch); 0 = the whole step
     zero: Any
     recompute: Any
     recompute_num_layers: Any  # layers per stage (chunk) full recompute redoes; inf = every one
@@ -264,6 +265,13 @@ class Inputs:
     def micro_batches(self):
         """Micro-batches per optimizer step on one pipeline (gradient accumulation steps)."""
         return self.global_batch / (self.micro_batch * self.dp)
+
+    @property
+    def pipeline_runs(self):
+        """Runs of the pipeline schedule per optimizer step, each filling and draining the pipeline:
+        global_batch / (dp · pp_local_batch), at least 1; 1 when the step is one schedule."""
+        runs = self.global_batch / (self.dp * ops.where(self.pp_local_batch > 0, self.pp_local_batch, 1.0))
+        return ops.where(self.pp_local_batch > 0, ops.maximum(runs, 1.0), 1.0)
 
     @property
     def zero_shard(self):

@@ -326,7 +326,7 @@ def training_fields(job: Job) -> dict[str, float]:
         pp_embedding_slot=float(t.account_for_embedding_in_pipeline_split),
         pp_loss_slot=float(t.account_for_loss_in_pipeline_split), **_explicit_pipeline_fields(t),
         mtp_layers=t.mtp_layers,
-        pp_schedule=PP_SCHEDULE_CODE[t.pp_schedule],
+        pp_schedule=PP_SCHEDULE_CODE[t.pp_schedule], pp_local_batch=float(t.pp_local_batch or 0),
         zero=t.zero, recompute=RECOMPUTE_CODE[t.recompute],
         recompute_num_layers=float(t.recompute_num_layers or np.inf), dp_shard=float(t.dp_shard or t.dp_degree),
         sequence_parallel=float(t.sequence_parallel),

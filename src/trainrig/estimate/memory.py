@@ -359,15 +359,16 @@ def _kept_layers(x: Inputs, layers):
 def in_flight_layers(x: Inputs):
     """Layers' worth of activations the busiest pipeline stage holds at its peak: the first (1F1B
     keeps min(pp, m) micro-batches in flight on it), or the second where an embedding slot took one
-    of the first stage's layers (min(pp − 1, m) in flight)."""
+    of the first stage's layers (min(pp − 1, m) in flight); m counts one run of the schedule's
+    micro-batches (a step's, unless `pp_local_batch` splits it into runs)."""
     layers_per_stage = x.layers_per_stage
     first = x.first_stage_layers
-    one_f_one_b = ops.maximum(first * ops.minimum(x.pp, x.micro_batches),
-                             layers_per_stage * ops.minimum(x.pp - 1, x.micro_batches))
+    m = x.micro_batches / x.pipeline_runs
+    one_f_one_b = ops.maximum(first * ops.minimum(x.pp, m), layers_per_stage * ops.minimum(x.pp - 1, m))
     # GPipe runs every micro-batch's forward before the first backward: all of them in flight
-    one_f_one_b = ops.where(x.pp_schedule == 1, first * x.micro_batches, one_f_one_b)
+    one_f_one_b = ops.where(x.pp_schedule == 1, first * m, one_f_one_b)
     interleaved = x.stage_slots * x.pp * (1 + (x.pp - 1) / (x.pp * x.vpp))
-    return ops.where(x.vpp > 1, ops.minimum(interleaved, layers_per_stage * x.micro_batches), one_f_one_b)
+    return ops.where(x.vpp > 1, ops.minimum(interleaved, layers_per_stage * m), one_f_one_b)
 
 
 @_memoized

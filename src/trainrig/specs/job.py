@@ -115,6 +115,13 @@ class TrainingSpec(FrozenSpec):
     schedule (Qi et al. 2024, ICLR, §2.1; torchtitan's zero-bubble schedules, sail-sg's Megatron):
     the backward split into the input gradient (B) and the weight gradient (W), W filling the tail,
     so the bubble is (pp − 1)·(F + B − W) instead of (pp − 1)·(F + B + W), at 1F1B's memory."""
+    pp_local_batch: int | None = Field(default=None, gt=0, le=MAX_BATCH)
+    """Sequences one pipeline takes per run of its schedule, in micro-batches of `micro_batch`
+    (torchtitan's and NeMo AutoModel's `local_batch_size`): trainers on torch.distributed.pipelining
+    call the schedule's `step()` once per local batch, and each call fills and drains the pipeline,
+    so a step of global_batch/dp sequences pays global_batch/(dp·pp_local_batch) bubbles, each with at
+    most pp_local_batch/micro_batch micro-batches in flight. Unset = a step's micro-batches in one
+    schedule, one bubble (Megatron-Core). Needs pp > 1."""
     pipeline_layers: tuple[int, ...] | None = None
     """Transformer layers on each pipeline stage, first to last (pp counts summing to the model's
     layers), for a split the frameworks' even rule does not give: Megatron-Core's
@@ -733,6 +740,7 @@ def _check_pipeline_split(model: ModelSpec, t: TrainingSpec) -> None:
                                                  f" valid: {divisors_text(t.dp_degree)}.")
     if t.pp_schedule == "gpipe" and t.vpp > 1:
         raise TrainrigError("training.pp_schedule", "GPipe runs one model chunk per stage; use vpp: 1 or 1f1b.")
+    _check_pp_local_batch(t)
     names = [n for n in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
              if getattr(t, n)]
     if names and t.pp == 1:
@@ -741,6 +749,22 @@ def _check_pipeline_split(model: ModelSpec, t: TrainingSpec) -> None:
     if names and slots % (t.pp * t.vpp):  # Megatron-Core TransformerConfig.__post_init__ refuses it too
         raise TrainrigError(f"training.{names[0]}", f"Megatron-Core needs the {slots} layer-slots (layers + ends)"
                                                    f" to be a multiple of pp·vpp = {t.pp * t.vpp}.")
+
+
+def _check_pp_local_batch(t: TrainingSpec) -> None:
+    """A schedule run takes whole micro-batches, and a step whole schedule runs."""
+    local = t.pp_local_batch
+    if local is None:
+        return
+    if t.pp == 1:
+        raise TrainrigError("training.pp_local_batch", "sizes a pipeline schedule's run, so it needs pp > 1.")
+    if local % t.micro_batch:
+        raise TrainrigError("training.pp_local_batch", f"{local} is not a multiple of micro_batch {t.micro_batch}.")
+    per_pipeline = t.micro_batches * t.micro_batch
+    if per_pipeline % local:
+        raise TrainrigError("training.pp_local_batch", f"{local} does not divide the step's {per_pipeline} sequences"
+                                                       " per pipeline (global_batch / dp); use a multiple of"
+                                                       f" micro_batch {t.micro_batch} that does.")
 
 
 def _check_recompute_layers(model: ModelSpec, t: TrainingSpec) -> None:
