@@ -49,10 +49,10 @@ LORA_ALL = {"method": "lora", "lora_rank": 16, "lora_targets": ["q", "k", "v", "
 # custom_llama3_3_70b_instruct_peft_benchmark.yaml, qwen/custom_qwen2_5_32b_peft_benchmark.yaml):
 # sequence parallel, activation checkpointing, async TP, FSDP2 prefetch, torch.compile
 TP_LORA = {**LORA_ALL, "sequence_parallel": True, "recompute": "full", "tp_comm_overlap": True,
-           "fused_kernels": True}
+           "fused_kernels": True, "compile": True}
 # the same recipes at 822effa16: pipeline stages of 2 layers (interleaved 1F1B), pp micro-batch 1,
 # activation checkpointing, no sequence parallelism, no compile
-PP_LORA = {**LORA_ALL, "recompute": "full", "pp_schedule": "1f1b"}
+PP_LORA = {**LORA_ALL, "recompute": "full", "pp_schedule": "1f1b", "compile": False}
 # the MoE pre-training recipes (examples/benchmark/configs/*_te_deepep.yaml at 89e3a9fdd): Transformer
 # Engine attention, linears and norms, grouped-GEMM experts, DeepEP, a fake balanced gate
 MOE_TE = {"attention_kernel": "cudnn", "moe_dispatcher": "deepep", "fused_kernels": True}
@@ -88,7 +88,7 @@ ROWS = [
     # all 64 ranks with prefetch
     ("Llama 3.1 70B pre-train cp2", "2013a4dd6", "llama3.1-70b", 64,
      {"global_batch": 128, "micro_batch": 1, "seq_len": 8192, "cp": 2, "cp_kind": "all-gather", "recompute": "full",
-      "fused_kernels": True, "attention_kernel": "fa2"}, 866.77),
+      "fused_kernels": True, "compile": True, "attention_kernel": "fa2"}, 866.77),
     ("Qwen3 30B-A3B pre-train", "8d9bfb90e", QWEN3_30B, 8,
      {**MOE_TE, "global_batch": 512, "micro_batch": 4, "seq_len": 4096, "ep": 8, "recompute": "full"}, 12040),
     ("GPT-OSS 20B pre-train", "89e3a9fdd", "gpt-oss-20b", 8,

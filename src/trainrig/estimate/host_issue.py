@@ -30,11 +30,12 @@ def host_issue_s(x: Inputs, p: ModelParameters):
         forward_ops, backward_ops = forward_ops + moe_fwd, backward_ops + moe_bwd
     layers = x.layers_per_stage
     fetch_fwd, fetch_bwd = _zero3_fetch_s(x, p)
+    dtensor_fwd, dtensor_bwd = _dtensor_host_s(x, p)
     # + embedding, logits and loss: ~8 kernels forward, ~12 backward
     forward = ops.total(((layers * forward_kernels + 8) * x.kernel_launch_us * 1e-6,
-                         layers * forward_ops * p.eager_op_host_us * 1e-6, fetch_fwd))
+                         layers * forward_ops * p.eager_op_host_us * 1e-6, fetch_fwd, dtensor_fwd))
     backward = ops.total(((layers * backward_kernels + 12) * x.kernel_launch_us * 1e-6,
-                          layers * backward_ops * p.eager_op_host_us * 1e-6, fetch_bwd))
+                          layers * backward_ops * p.eager_op_host_us * 1e-6, fetch_bwd, dtensor_bwd))
     if not ops.any(x.graph_full > 0):
         return forward, backward
     # one graph launches every micro-batch's forward and backward: one launch per step
@@ -113,6 +114,30 @@ def _zero3_fetch_s(x: Inputs, p: ModelParameters):
     sharded = (x.zero >= 3) & (x.zero_shard > 1)
     gather = ops.where(sharded, gathered * x.zero3_gather_host_ops * p.eager_op_host_us * 1e-6, 0.0)
     return per_pass + gather, per_pass * (1 + x.full_recompute_share) + gather
+
+
+# DTensor host work of a sharded linear's backward over its forward's, and of an adapter's: 424–436
+# against 293 µs, and 540–599 against 416–461 (`python benchmarks/dtensor_host_time.py`, torch 2.13)
+DTENSOR_LINEAR_BACKWARD_PER_FORWARD = 1.45
+DTENSOR_ADAPTER_BACKWARD_PER_FORWARD = 1.3
+
+
+def _dtensor_host_s(x: Inputs, p: ModelParameters):
+    """Host time eager DTensor tensor parallelism adds to one micro-batch on one stage: (forward,
+    backward + full recompute's forward again). Every linear of a layer is sharded (q/k/v and the
+    MLP's input linears column-wise, the output and down projections row-wise, as torchtitan's and
+    AutoModel's plans), each costing `dtensor_linear_host_us` per forward, and each adapter on them
+    `dtensor_adapter_host_us`. None under torch.compile, or PyTorch's async TP, which compiles."""
+    async_tp = x.tp_overlap_micro_pipeline * x.tp_comm_overlap
+    eager = (x.tp_dtensor_eager > 0) & (x.tp > 1) & (async_tp == 0)
+    if not ops.any(eager):
+        return 0.0, 0.0
+    linears_us = x.linears_per_layer * p.dtensor_linear_host_us
+    adapters_us = x.adapted_linears * p.dtensor_adapter_host_us
+    forward = ops.where(eager, x.layers_per_stage * (linears_us + adapters_us) * 1e-6, 0.0)
+    backward = ops.where(eager, x.layers_per_stage * 1e-6 * (DTENSOR_LINEAR_BACKWARD_PER_FORWARD * linears_us
+                                                             + DTENSOR_ADAPTER_BACKWARD_PER_FORWARD * adapters_us), 0.0)
+    return forward, backward + ops.where(x.recompute == 2, x.full_recompute_share * forward, 0.0)
 
 
 def overlapped_s(host, gpu, exponent: float):

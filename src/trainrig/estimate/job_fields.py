@@ -382,6 +382,8 @@ def training_fields(job: Job) -> dict[str, float]:
         dp_param_gather_overlap=float(fw.dp_param_gather_overlap),
         fsdp_unsharded_under_pp=float(fw.fsdp_unsharded_under_pp),
         tp_overlap_micro_pipeline=float(fw.tp_overlap_micro_pipeline),
+        # async TP (compiled by definition) is told apart in host_issue, as a planner's rows vary tp and overlap
+        tp_dtensor_eager=float(fw.tp_dtensor and not t.compile),
         zero3_16bit_shard_copy=float(fw.zero3_16bit_shard_copy),
         fp8_all_gather=float(t.fp8_all_gather and t.precision == "fp8"),
         saved_input_bytes=_saved_input_bytes(t, fw),

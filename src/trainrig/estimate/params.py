@@ -90,6 +90,19 @@ class ModelParameters:
     ops of eager code, LoRA's adapter GEMMs, dropout and add): ~5 µs of dispatch and autograd
     recording, measured with tiny tensors on the CPU here (`python benchmarks/eager_op_host_time.py`:
     5.0 µs per forward op), plus a few µs for the CUDA launch itself (MODELING.md)."""
+    dtensor_linear_host_us: float = 300.0
+    """Host time one linear with DTensor weights adds to a layer's forward in eager tensor
+    parallelism (FrameworkSpec.tp_dtensor), over the same linear on plain tensors: DTensor's Python
+    dispatch and sharding propagation, the module's input and output hooks and the redistribute
+    calls; its backward adds `DTENSOR_BACKWARD_PER_FORWARD` times as much (host_issue.py). Measured
+    with torch 2.13 on the CPU here, collectives on a fake process group (`python
+    benchmarks/dtensor_host_time.py`: 293 µs forward and 424–436 backward per linear, tp 2).
+    pytorch/pytorch#107305 saw 0.34 ms for one DTensor `aten.addmm` in 2023."""
+    dtensor_adapter_host_us: float = 440.0
+    """The same for a LoRA adapter on a sharded linear, beside its linear's own: its two small
+    linears, the scaled add and the gather of A's output on DTensors, with AutoModel's adapter
+    placements (`python benchmarks/dtensor_host_time.py`: 709–754 µs forward per adapted linear,
+    less the linear's 293: 416–461)."""
     host_gpu_overlap_exponent: float = 3.209
     """How well the host's kernel issue overlaps the GPU's execution within a pass: the pass takes
     the k-norm (host^k + gpu^k)^(1/k) of the two totals; k = ∞ would be the slower side alone.

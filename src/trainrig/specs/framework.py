@@ -230,6 +230,12 @@ class FrameworkSpec(CatalogEntry):
     input gradient summed over separate q/k/v (or gate/up) linears is not one matmul's output, so its
     reduce-scatter runs as a plain, exposed collective; a fused linear's is pipelined beside that
     linear's own input-gradient GEMM."""
+    tp_dtensor: bool = False
+    """Its tensor parallelism runs through torch's DTensors (`parallelize_module` with
+    ColwiseParallel / RowwiseParallel styles: torchtitan, AutoModel). Uncompiled, each op on a
+    sharded weight goes through DTensor's Python dispatch (sharding propagation, wrapping, the
+    redistribute calls), host time counted per sharded linear and adapter (ModelParameters
+    `dtensor_linear_host_us`, `dtensor_adapter_host_us`); torch.compile traces it away."""
     quantized_lora: bool = True
     """Supports LoRA over a quantized base (QLoRA)."""
     qlora_unquantized_fp32: bool = False

@@ -248,6 +248,12 @@ class TrainingSpec(FrozenSpec):
     Liger); false = eager PyTorch, one kernel per elementwise op (e.g. torchtitan without compile);
     unset = the framework's default (eager for HF Trainer, torchtune and LitGPT without compile),
     fused otherwise."""
+    compile: bool | None = None
+    """The model's layers run under torch.compile (torchtitan `compile.enable`, AutoModel
+    `compile.enabled`, HF Trainer `torch_compile`): traced, their elementwise kernels fuse (the
+    `fused_kernels` default becomes true) and, where tensor parallelism runs through DTensors
+    (FrameworkSpec.tp_dtensor), the DTensor host work of each sharded linear is compiled away;
+    unset = not compiled, except under PyTorch's async TP, an inductor pass that needs it."""
     optimizer: Literal["adamw", "adam8bit", "paged_adamw", "paged_adamw8bit", "sgd", "adafactor"] = "adamw"
     """Optimizer; decides the bytes of state per trainable parameter. The paged variants
     (bitsandbytes) keep their states in CUDA unified memory, outside PyTorch's allocator, which the
@@ -411,10 +417,18 @@ class TrainingSpec(FrozenSpec):
         return LORA_TARGET_SETS[targets] if isinstance(targets, str) else targets
 
     def kernels_fused(self, framework_default: bool | None) -> bool:
-        """Whether elementwise kernels are fused: as set, else the framework's default, else yes."""
+        """Whether elementwise kernels are fused: as set, else under torch.compile, else the
+        framework's default, else yes."""
         if self.fused_kernels is not None:
             return self.fused_kernels
+        if self.compile:
+            return True
         return True if framework_default is None else framework_default
+
+    def compiled(self, micro_pipeline_tp: bool) -> bool:
+        """Whether the layers run under torch.compile: when set, or when PyTorch's async TP
+        (`micro_pipeline_tp`, FrameworkSpec.tp_overlap_micro_pipeline) runs, which only inductor does."""
+        return bool(self.compile) or (micro_pipeline_tp and self.tp_comm_overlap and self.tp > 1)
 
     @property
     def real_seq_len(self) -> int:
