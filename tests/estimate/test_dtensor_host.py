@@ -41,6 +41,12 @@ def test_adapters_on_sharded_linears_add_theirs():
     assert extra == pytest.approx((linears + adapters) * 1e-6, rel=1e-9)
 
 
+def test_sequence_parallelism_adds_its_norms_and_gathers_per_layer():
+    plain = host_s(job()) - host_s(job(compile=True))
+    sharded = host_s(job(sequence_parallel=True)) - host_s(job(sequence_parallel=True, compile=True))
+    assert sharded - plain == pytest.approx(8 * P.dtensor_sequence_parallel_host_us * 1e-6 * 2.8, rel=1e-9)
+
+
 def test_full_recompute_issues_the_forward_again():
     plain = host_s(job()) - host_s(job(compile=True))
     redone = host_s(job(recompute="full")) - host_s(job(recompute="full", compile=True))
@@ -51,7 +57,8 @@ def test_full_recompute_issues_the_forward_again():
                                       {"sequence_parallel": True, "tp_comm_overlap": True}])
 def test_no_dtensor_host_work_without_tp_compiled_or_under_async_tp(training):
     a_job = job(**training)
-    with_zero = dataclasses.replace(P, dtensor_linear_host_us=0.0, dtensor_adapter_host_us=0.0)
+    with_zero = dataclasses.replace(P, dtensor_linear_host_us=0.0, dtensor_adapter_host_us=0.0,
+                                    dtensor_sequence_parallel_host_us=0.0)
     assert host_s(a_job) == host_s(a_job, with_zero)
 
 

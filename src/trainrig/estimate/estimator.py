@@ -312,7 +312,7 @@ def _assumptions(job: Job, params: ModelParameters = DEFAULT_PARAMETERS) -> list
     if job.framework.tp_dtensor and t.tp > 1 and t.compile is None \
             and not t.compiled(job.framework.tp_overlap_micro_pipeline):
         said.append("not compiled: each sharded linear and adapter pays DTensor's host dispatch"
-                    " (compile: false; dtensor_linear_host_us, dtensor_adapter_host_us)")
+                    " (compile: false; dtensor_*_host_us)")
     if t.attention_kernel is None and t.flash_attention and t.flash_attention_version == 2:
         asked, modelled = resolve_attention_kernel(t, job.hardware.gpu)
         why = f", {job.framework.name}'s choice on {job.hardware.gpu.architecture}" if asked != "fa2" else ""

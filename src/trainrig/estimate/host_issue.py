@@ -116,27 +116,32 @@ def _zero3_fetch_s(x: Inputs, p: ModelParameters):
     return per_pass + gather, per_pass * (1 + x.full_recompute_share) + gather
 
 
-# DTensor host work of a sharded linear's backward over its forward's, and of an adapter's: 424–436
-# against 293 µs, and 540–599 against 416–461 (`python benchmarks/dtensor_host_time.py`, torch 2.13)
+# DTensor host work of a sharded linear's backward over its forward's, of an adapter's and of sequence
+# parallelism's: 418–463 against 286–307 µs, 556–599 against 416–461, 1215–1345 against 645–738
+# (`python benchmarks/dtensor_host_time.py`, torch 2.13)
 DTENSOR_LINEAR_BACKWARD_PER_FORWARD = 1.45
 DTENSOR_ADAPTER_BACKWARD_PER_FORWARD = 1.3
+DTENSOR_SEQUENCE_PARALLEL_BACKWARD_PER_FORWARD = 1.8
 
 
 def _dtensor_host_s(x: Inputs, p: ModelParameters):
     """Host time eager DTensor tensor parallelism adds to one micro-batch on one stage: (forward,
     backward + full recompute's forward again). Every linear of a layer is sharded (q/k/v and the
     MLP's input linears column-wise, the output and down projections row-wise, as torchtitan's and
-    AutoModel's plans), each costing `dtensor_linear_host_us` per forward, and each adapter on them
-    `dtensor_adapter_host_us`. None under torch.compile, or PyTorch's async TP, which compiles."""
+    AutoModel's plans), each costing `dtensor_linear_host_us` per forward, each adapter on them
+    `dtensor_adapter_host_us`, and sequence parallelism `dtensor_sequence_parallel_host_us` per layer.
+    None under torch.compile, or PyTorch's async TP, which compiles."""
     async_tp = x.tp_overlap_micro_pipeline * x.tp_comm_overlap
     eager = (x.tp_dtensor_eager > 0) & (x.tp > 1) & (async_tp == 0)
     if not ops.any(eager):
         return 0.0, 0.0
-    linears_us = x.linears_per_layer * p.dtensor_linear_host_us
-    adapters_us = x.adapted_linears * p.dtensor_adapter_host_us
-    forward = ops.where(eager, x.layers_per_stage * (linears_us + adapters_us) * 1e-6, 0.0)
-    backward = ops.where(eager, x.layers_per_stage * 1e-6 * (DTENSOR_LINEAR_BACKWARD_PER_FORWARD * linears_us
-                                                             + DTENSOR_ADAPTER_BACKWARD_PER_FORWARD * adapters_us), 0.0)
+    parts_us = (x.linears_per_layer * p.dtensor_linear_host_us, x.adapted_linears * p.dtensor_adapter_host_us,
+                x.sequence_parallel_active * p.dtensor_sequence_parallel_host_us)
+    ratios = (DTENSOR_LINEAR_BACKWARD_PER_FORWARD, DTENSOR_ADAPTER_BACKWARD_PER_FORWARD,
+              DTENSOR_SEQUENCE_PARALLEL_BACKWARD_PER_FORWARD)
+    forward = ops.where(eager, x.layers_per_stage * sum(parts_us) * 1e-6, 0.0)
+    backward_us = sum(ratio * part for ratio, part in zip(ratios, parts_us, strict=True))
+    backward = ops.where(eager, x.layers_per_stage * backward_us * 1e-6, 0.0)
     return forward, backward + ops.where(x.recompute == 2, x.full_recompute_share * forward, 0.0)
 
 

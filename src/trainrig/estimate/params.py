@@ -96,13 +96,18 @@ class ModelParameters:
     dispatch and sharding propagation, the module's input and output hooks and the redistribute
     calls; its backward adds `DTENSOR_BACKWARD_PER_FORWARD` times as much (host_issue.py). Measured
     with torch 2.13 on the CPU here, collectives on a fake process group (`python
-    benchmarks/dtensor_host_time.py`: 293 µs forward and 424–436 backward per linear, tp 2).
+    benchmarks/dtensor_host_time.py`: 286–307 µs forward and 418–463 backward per linear, tp 2).
     pytorch/pytorch#107305 saw 0.34 ms for one DTensor `aten.addmm` in 2023."""
     dtensor_adapter_host_us: float = 440.0
     """The same for a LoRA adapter on a sharded linear, beside its linear's own: its two small
     linears, the scaled add and the gather of A's output on DTensors, with AutoModel's adapter
     placements (`python benchmarks/dtensor_host_time.py`: 709–754 µs forward per adapted linear,
     less the linear's 293: 416–461)."""
+    dtensor_sequence_parallel_host_us: float = 700.0
+    """What sequence parallelism adds to that per layer and forward, the norms run on sequence-sharded
+    DTensors and each block's input gathered (torchtitan's and torchtune's plan: SequenceParallel
+    norms, PrepareModuleInput, row-parallel outputs as Shard(1)); measured the same way (`python
+    benchmarks/dtensor_host_time.py`: 645–738 µs forward, 1215–1345 backward, over tp 2 without it)."""
     host_gpu_overlap_exponent: float = 3.209
     """How well the host's kernel issue overlaps the GPU's execution within a pass: the pass takes
     the k-norm (host^k + gpu^k)^(1/k) of the two totals; k = ∞ would be the slower side alone.

@@ -232,10 +232,11 @@ class FrameworkSpec(CatalogEntry):
     linear's own input-gradient GEMM."""
     tp_dtensor: bool = False
     """Its tensor parallelism runs through torch's DTensors (`parallelize_module` with
-    ColwiseParallel / RowwiseParallel styles: torchtitan, AutoModel). Uncompiled, each op on a
-    sharded weight goes through DTensor's Python dispatch (sharding propagation, wrapping, the
-    redistribute calls), host time counted per sharded linear and adapter (ModelParameters
-    `dtensor_linear_host_us`, `dtensor_adapter_host_us`); torch.compile traces it away."""
+    ColwiseParallel / RowwiseParallel styles: torchtitan, AutoModel, torchtune). Uncompiled, each op
+    on a sharded weight goes through DTensor's Python dispatch (sharding propagation, wrapping, the
+    redistribute calls), host time counted per sharded linear and adapter and, with sequence
+    parallelism, per layer (ModelParameters `dtensor_linear_host_us`, `dtensor_adapter_host_us`,
+    `dtensor_sequence_parallel_host_us`); torch.compile traces it away."""
     quantized_lora: bool = True
     """Supports LoRA over a quantized base (QLoRA)."""
     qlora_unquantized_fp32: bool = False
