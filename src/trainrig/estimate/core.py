@@ -89,7 +89,7 @@ def _evaluate(x: Inputs, p: ModelParameters, with_memory: bool) -> Outputs:
         "tp_comm": m * micro["tp_comm"],
         "cp_comm": m * micro["cp_comm"],
         "ep_comm": m * micro["ep_comm"],
-        "pp_comm": traffic.pipeline_comm_s(x, p),
+        "pp_comm": traffic.pipeline_comm_s(x, p, per_micro),
         "pp_bubble": _pipeline_bubble_s(x, per_micro, micro["weight_grad"]),
     }
     parts["dp_comm"] = traffic.data_parallel_exposed_s(x, p, micro)

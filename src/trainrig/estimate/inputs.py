@@ -142,6 +142,7 @@ class Inputs:
     lora_down: Any
     lora_dropout: Any  # 1 when the LoRA branch applies dropout to its input (copies it for backward)
     lora_output_dropout: Any  # 1 when it applies dropout to B's output instead (a 1-byte mask kept)
+    pp_p2p_overlap: Any  # 1 = interleaved pipeline sends beside the next chunk (FrameworkSpec.pp_p2p_overlap)
     tp_dtensor_eager: Any  # 1 = TP through uncompiled DTensors (FrameworkSpec.tp_dtensor, TrainingSpec.compile)
     lora_forward_ops: Any  # host time of one adapter's forward, in eager ops (FrameworkSpec.lora_adapter_host_ops)
     moe_router_ops_fwd: Any  # an MoE router's small ops beyond its GEMM and top-k (FrameworkSpec.moe_router_host_ops)

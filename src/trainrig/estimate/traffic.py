@@ -361,18 +361,24 @@ def _holding_share(x: Inputs, experts_held):
     return 1 - missed
 
 
-def pipeline_comm_s(x: Inputs, p: ModelParameters):
+def pipeline_comm_s(x: Inputs, p: ModelParameters, per_micro_s=0.0):
     """Stage-to-stage activation sends on the critical path: forward and backward for each of the
     m·v micro-batch chunks a stage handles, plus the fill and drain across p−1 boundaries. Megatron
-    scatters the activation over the TP ranks before sending (Narayanan et al. 2021 §4.1)."""
+    scatters the activation over the TP ranks before sending (Narayanan et al. 2021 §4.1). Where the
+    interleaved schedule overlaps them (FrameworkSpec.pp_p2p_overlap, vpp > 1), a steady-state send
+    shows only what outlasts the chunk pass beside it, a forward's: a third of a micro-batch's
+    `per_micro_s` over the v chunks (the backward's two thirds)."""
     if not ops.any(x.pp > 1):
         return 0.0
     tokens = x.micro_batch_tokens
     nbytes = tokens * x.hidden * x.activation_bytes / x.tp
     across_nodes = x.tp * x.cp * x.dp >= x.fabric_gpus  # a stage fills its scale-up fabric
     send = comm.p2p_time_s(nbytes, across_nodes & (x.n_fabrics > 1), x, p)
-    sends = 2 * x.vpp * x.micro_batches + 2 * (x.pp - 1)
-    return ops.where(x.pp > 1, sends * send, 0.0)
+    steady, fill_drain = 2 * x.vpp * x.micro_batches, 2 * (x.pp - 1)
+    overlapped = (x.pp_p2p_overlap > 0) & (x.vpp > 1)
+    beside = ops.maximum(send - per_micro_s / (3 * x.vpp), 0.0)
+    exposed = ops.where(overlapped, steady * beside, steady * send) + fill_drain * send
+    return ops.where(x.pp > 1, exposed, 0.0)
 
 
 def _data_parallel_windows_s(x: Inputs, p: ModelParameters, micro):

@@ -230,6 +230,12 @@ class FrameworkSpec(CatalogEntry):
     input gradient summed over separate q/k/v (or gate/up) linears is not one matmul's output, so its
     reduce-scatter runs as a plain, exposed collective; a fused linear's is pipelined beside that
     linear's own input-gradient GEMM."""
+    pp_p2p_overlap: bool = False
+    """Its interleaved pipeline schedule (vpp > 1) posts each chunk's activation send and receive
+    asynchronously and waits only before the chunk that needs them, so in the steady state a send runs
+    beside the next chunk's forward or backward (Megatron-Core `overlap_p2p_comm`, on unless
+    `--no-overlap-p2p-communication`, which "only affects the interleaved schedule"); the pipeline's
+    fill and drain still wait on theirs. False: every send is on the critical path."""
     tp_dtensor: bool = False
     """Its tensor parallelism runs through torch's DTensors (`parallelize_module` with
     ColwiseParallel / RowwiseParallel styles: torchtitan, AutoModel, torchtune). Uncompiled, each op
