@@ -11,8 +11,10 @@ page does not state and the jobs assume: Unsloth's own gradient checkpointing
 (`use_gradient_checkpointing="unsloth"`, which keeps each layer's checkpoint in host RAM: full
 recompute with activation offload) and Apple's Cut Cross Entropy (the page credits it: `loss:
 fused_linear`); Hugging Face with gradient checkpointing (full recompute) and PyTorch's
-cross-entropy; for both, NF4 with double quantization (the QLoRA paper's storage, trainrig's QLoRA
-default). The GPUs are modelled as an A100 of the stated memory (GiB).
+cross-entropy over the shifted contiguous copy of the fp32 logits that transformers then made
+(`loss_shift_copy`: ForCausalLMLoss before huggingface/transformers#35646, January 2025); for both,
+NF4 with double quantization (the QLoRA paper's storage, trainrig's QLoRA default). The GPUs are
+modelled as an A100 of the stated memory (GiB).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ QLORA = {"method": "qlora", "quantization": "nf4-double", "lora_rank": 32,
          "seq_len": 2048}
 STACKS = {
     "Unsloth": {**QLORA, "framework": "unsloth"},  # its defaults: offloaded checkpoints, fused loss, 8-bit AdamW
-    "HF + FA2": {**QLORA, "framework": "hf-trainer", "recompute": "full"},
+    # the transformers of December 2024 shifted a contiguous copy of the fp32 logits (ForCausalLMLoss)
+    "HF + FA2": {**QLORA, "framework": "hf-trainer", "recompute": "full", "loss_shift_copy": True},
 }
 
 

@@ -506,9 +506,12 @@ def _qlora_dequant_s(x: Inputs):
 def _logits_times_s(x: Inputs, tokens, gemm):
     """Output projection and vocab-parallel cross-entropy (read 16-bit logits, write fp32
     log-softmax, and back: ~12 bytes per vocabulary entry per token; half that when the loss runs in
-    the 16-bit training precision, `loss_upcast: false`)."""
+    the 16-bit training precision, `loss_upcast: false`). A shifted contiguous copy of the logits
+    (`loss_shift_copy`) reads and writes one more fp32 element per entry forward, and its backward
+    writes a zeroed full-size gradient and copies the shifted one into it: 8 and 12 bytes more."""
     forward, backward, _ = gemm["logits"]
-    per_entry = 12 * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))  # 1 upcast, bytes/4 not
-    loss = tokens * x.vocab / x.tp * per_entry / (x.hbm_bandwidth_gbs * 1e9)
-    half = loss / 2
-    return forward + half, backward + half
+    scale = 1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4)  # 1 upcast, bytes/4 not
+    entries_per_s = tokens * x.vocab / x.tp / (x.hbm_bandwidth_gbs * 1e9)
+    half = entries_per_s * 6 * scale
+    copy_fwd, copy_bwd = (entries_per_s * b * scale * x.loss_shift_copy for b in (8.0, 12.0))
+    return forward + half + copy_fwd, backward + half + copy_bwd

@@ -161,6 +161,7 @@ class Inputs:
     optimizer_in_backward: Any
     loss_kind: Any  # 0 full, 1 chunked, 2 fused linear + cross-entropy, 3 fused kernel over the logits
     loss_upcast: Any  # 1 = the full loss's log-softmax and gradients in fp32; 0 = in the training precision
+    loss_shift_copy: Any  # 1 = the full loss runs on a shifted contiguous copy of its (upcast) logits
     activation_offload: Any
     activation_offload_layers: Any  # of a stage's layers, how many offload (inf = all)
     offload: Any  # 0 none, 1 optimizer, 2 parameters, 3 all

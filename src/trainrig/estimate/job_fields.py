@@ -360,7 +360,7 @@ def training_fields(job: Job) -> dict[str, float]:
         embedding_state_bytes=_embedding_state_bytes(t),
         master_weights=float(t.master_weights and mixed), paged_optimizer=float(t.optimizer.startswith("paged")),
         optimizer_in_backward=float(t.optimizer_in_backward), loss_kind=LOSS_CODE[t.loss],
-        loss_upcast=float(t.loss_upcast or not mixed),
+        loss_upcast=float(t.loss_upcast or not mixed), loss_shift_copy=float(t.loss_shift_copy),
         activation_offload=float(t.activation_offload),
         activation_offload_layers=float(t.activation_offload_layers or np.inf),
         offload_nvme=float(t.offload_device == "nvme"),

@@ -377,7 +377,8 @@ def logits_bytes(x: Inputs, p: ModelParameters):
 
     Full cross-entropy keeps 16-bit logits, an fp32 upcast and the fp32 log-softmax at once (all
     16-bit when the loss runs in the training precision: a model cast to 16 bits without autocast
-    whose code does not upcast, `loss_upcast: false`);
+    whose code does not upcast, `loss_upcast: false`), and a shifted copy of the upcast logits
+    where the code makes one (`loss_shift_copy`);
     chunked keeps the 16-bit logits of the whole micro-batch (eager: also each chunk's saved
     log-softmax, in the same precision; a compiled loss recomputes it); a fused kernel keeps only the
     16-bit logits and overwrites them with their gradient; a fused linear cross-entropy
@@ -392,6 +393,8 @@ def logits_bytes(x: Inputs, p: ModelParameters):
     own = ops.where(x.loss_bytes > 0, x.loss_bytes, p.logits_bytes_per_element)
     per_logit = ops.where((x.tp > 1) & (x.loss_parallel_bytes > 0), x.loss_parallel_bytes, own)
     full = per_logit * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))
+    # a shifted contiguous copy of the logits the loss reads, fp32 when upcast (`loss_shift_copy`)
+    full = full + x.loss_shift_copy * ops.where(x.loss_upcast > 0, 4.0, x.activation_bytes)
     per_element = ops.where(x.loss_kind == 0, full, ops.where(x.loss_kind == 3, x.activation_bytes, chunked))
     vocab_local = ops.where(x.loss_kind == 2, ops.minimum(x.hidden, x.vocab), x.vocab) / x.tp
     return tokens * vocab_local * per_element

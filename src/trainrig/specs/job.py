@@ -310,6 +310,14 @@ class TrainingSpec(FrozenSpec):
     in the 16-bit training precision, half the bytes per logit: a model cast to 16 bits with no
     autocast (DeepSpeed's engine; accelerate turns native AMP off under DeepSpeed) whose code does
     not upcast its logits (e.g. Qwen-1's modeling_qwen.py)."""
+    loss_shift_copy: bool = False
+    """`loss: full` shifts the logits for next-token prediction with a contiguous copy: Hugging Face
+    transformers before its January 2025 loss change (`shift_logits = logits[..., :-1,
+    :].contiguous()` on the fp32-upcast logits, in the Llama-family models' forward and then in
+    ForCausalLMLoss, removed by huggingface/transformers#35646) and model code written the same way
+    (Qwen-1's modeling_qwen.py): one more logits-sized tensor at the loss, 4 bytes per logit (the
+    training precision's without `loss_upcast`). false = the labels are shifted instead (today's
+    transformers, torchtitan, torchtune)."""
     vocab_padding_multiple: int | None = Field(default=None, ge=1, le=65536)
     """The output layer's vocabulary as the stack rounds it up: to a multiple of this on every
     tensor-parallel rank (Megatron-Core's `make-vocab-size-divisible-by` 128, times tp; LitGPT's
