@@ -104,13 +104,16 @@ def row_job(model: str, n_gpus: int, training: dict, recipe: dict | None = None)
 
 # launcher_scripts/conf/training/*.yaml and examples/training/*/h100/*_fp8*.sh at 8325688d: the
 # GPT-3 and Llama scripts add `optim.grad_sync_dtype=bf16` (Nemotron 340B's yaml sets it); the yamls'
-# `ub_tp_comm_overlap` (GPT-3 175B and Nemotron 340B false); Nemotron 340B recomputes selectively
+# `ub_tp_comm_overlap` (GPT-3 175B and Nemotron 340B false); Nemotron 340B recomputes selectively,
+# keeps its distributed optimizer in bf16 (`optim.dtype: bf16`: no fp32 master copy) and, alone of the
+# interleaved rows, turns `overlap_p2p_comm` off (`batch_p2p_comm: True`)
 BF16_GRADS = {"grad_reduce_dtype": "bf16"}
 OVERLAP = {"tp_comm_overlap": True}
 PRETRAIN_RECIPES = {"GPT3-5B": BF16_GRADS, "GPT3-20B": {**BF16_GRADS, **OVERLAP}, "GPT3-175B": BF16_GRADS,
                     "LLAMA2-7B": BF16_GRADS, "LLAMA2-13B": BF16_GRADS, "LLAMA2-70B": {**BF16_GRADS, **OVERLAP},
                     "LLAMA3-8B": BF16_GRADS, "LLAMA3-70B": {**BF16_GRADS, **OVERLAP}, "NEMOTRON-8B": OVERLAP,
-                    "NEMOTRON-22B": OVERLAP, "NEMOTRON-340B": {**BF16_GRADS, "recompute": "selective"}}
+                    "NEMOTRON-22B": OVERLAP, "NEMOTRON-340B": {**BF16_GRADS, "recompute": "selective",
+                                                               "master_weights": False, "pp_comm_overlap": False}}
 # examples/peft/llama/h100/*.sh with conf/peft/llama/sft.yaml: SFT runs distributed_fused_adam with
 # dtype and grad_sync_dtype bf16 (no fp32 master copy), 13B on 10 and 70B on 20 interleaved chunks,
 # 70B with sequence parallelism and TP overlap; the LoRA scripts run fused_adam over the adapters,

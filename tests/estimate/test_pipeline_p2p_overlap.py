@@ -43,3 +43,12 @@ def test_named_in_the_assumptions(framework):
     said = estimate(job(framework, vpp=2), advise_fit=False).assumptions
     assert any("overlap_p2p_comm" in line for line in said)
     assert not any("overlap_p2p_comm" in line for line in estimate(job(framework), advise_fit=False).assumptions)
+
+
+def test_the_job_states_it_either_way():
+    assert pp_comm_s(job("megatron", vpp=2, pp_comm_overlap=False)) == pytest.approx(
+        pp_comm_s(job("custom", vpp=2)), rel=1e-9)
+    assert pp_comm_s(job("custom", vpp=2, pp_comm_overlap=True)) == pytest.approx(
+        pp_comm_s(job("megatron", vpp=2)), rel=1e-9)
+    stated = estimate(job("megatron", vpp=2, pp_comm_overlap=True), advise_fit=False).assumptions
+    assert not any("overlap_p2p_comm" in line for line in stated)

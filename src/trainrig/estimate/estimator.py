@@ -492,9 +492,9 @@ def _overlap_assumptions(job: Job, given: set[str]) -> list[str]:
         said.append("TP overlap as Transformer Engine userbuffers run it: ring-exchange all-gathers, reduce-scatters"
                     " pipelined in pieces beside GEMMs that lose SMs to them (tp_comm_overlap: true;"
                     " tp_overlap_rs_splits, tp_overlap_comm_sms)")
-    if t.pp > 1 and t.vpp > 1 and job.framework.pp_p2p_overlap:
+    if t.pp > 1 and t.vpp > 1 and t.pp_comm_overlap is None and job.framework.pp_p2p_overlap:
         said.append("interleaved pipeline sends beside the next chunk's compute, fill and drain exposed"
-                    f" ({job.framework.name}'s overlap_p2p_comm)")
+                    f" ({job.framework.name}'s overlap_p2p_comm; pp_comm_overlap: true)")
     if t.cp > 1:
         kind = {"ring": "ring attention, the K/V exchange hidden under attention",
                 "all-gather": "an all-gather of K/V per layer, hidden under the local block only",

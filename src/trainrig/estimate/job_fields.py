@@ -384,7 +384,7 @@ def training_fields(job: Job) -> dict[str, float]:
         tp_overlap_micro_pipeline=float(fw.tp_overlap_micro_pipeline),
         # async TP (compiled by definition) is told apart in host_issue, as a planner's rows vary tp and overlap
         tp_dtensor_eager=float(fw.tp_dtensor and not t.compile),
-        pp_p2p_overlap=float(fw.pp_p2p_overlap),
+        pp_p2p_overlap=float(fw.pp_p2p_overlap if t.pp_comm_overlap is None else t.pp_comm_overlap),
         zero3_16bit_shard_copy=float(fw.zero3_16bit_shard_copy),
         fp8_all_gather=float(t.fp8_all_gather and t.precision == "fp8"),
         saved_input_bytes=_saved_input_bytes(t, fw),

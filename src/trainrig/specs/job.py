@@ -182,6 +182,12 @@ class TrainingSpec(FrozenSpec):
     produce them, so only what outlasts a GEMM shows (Megatron-Core `--tp-comm-overlap` with
     Transformer Engine userbuffers, NeMo `tp_comm_overlap`, torchtitan async TP). Both need
     sequence parallelism; false = every TP collective on the critical path."""
+    pp_comm_overlap: bool | None = None
+    """The interleaved pipeline schedule (vpp > 1) sends each chunk's activations beside the next
+    chunk's compute, only the fill and drain waiting on theirs (Megatron-Core `overlap_p2p_comm`,
+    NeMo's `overlap_p2p_comm` with `batch_p2p_comm: false`); false = every send on the critical path
+    (`--no-overlap-p2p-communication`, `batch_p2p_comm: true`); unset = the framework's default
+    (FrameworkSpec.pp_p2p_overlap: on for megatron and nemo)."""
     cuda_graph_scope: list[CudaGraphScope] | None = None
     """What CUDA graphs capture, each graph replayed by one launch where its kernels were launched
     one by one (Megatron-Core `cuda_graph_impl` with `cuda_graph_scope`, since v0.18
