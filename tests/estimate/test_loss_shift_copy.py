@@ -25,11 +25,13 @@ def loss_bytes(a_job):
     return float(logits_bytes(inputs_from_job(a_job, P), P))
 
 
-@pytest.mark.parametrize(("upcast", "copy_bytes"), [(True, 4.0), (False, 2.0)])
-def test_the_copy_is_one_more_logits_tensor_in_the_loss_precision(upcast, copy_bytes):
+@pytest.mark.parametrize(("upcast", "extra_bytes"), [(True, 2.0), (False, 0.0)])
+def test_the_copy_raises_the_peak_only_where_the_forward_outlasts_the_backward(upcast, extra_bytes):
+    # upcast: 16-bit logits, their fp32 upcast, the fp32 copy and the log-softmax in the forward (2 + 4 + 4 + 4)
+    # against the backward's 12; in 16 bits 2 + 2 + 2 against 6
     tokens, vocab = 2 * 2048, 32000
     extra = loss_bytes(job(loss_shift_copy=True, loss_upcast=upcast)) - loss_bytes(job(loss_upcast=upcast))
-    assert extra == pytest.approx(tokens * vocab * copy_bytes, rel=1e-12)
+    assert extra == pytest.approx(tokens * vocab * extra_bytes, rel=1e-12, abs=1e-3)
 
 
 @pytest.mark.parametrize("loss", ["fused", "chunked", "fused_linear"])

@@ -507,8 +507,8 @@ def _logits_times_s(x: Inputs, tokens, gemm):
     """Output projection and vocab-parallel cross-entropy (read 16-bit logits, write fp32
     log-softmax, and back: ~12 bytes per vocabulary entry per token; half that when the loss runs in
     the 16-bit training precision, `loss_upcast: false`). A shifted contiguous copy of the logits
-    (`loss_shift_copy`) reads and writes one more fp32 element per entry forward, and its backward
-    writes a zeroed full-size gradient and copies the shifted one into it: 8 and 12 bytes more."""
+    (`loss_shift_copy`) reads and writes one more element per entry forward, and its backward writes
+    a zeroed full-size gradient and copies the shifted one into it: 8 and 12 bytes more (fp32)."""
     forward, backward, _ = gemm["logits"]
     scale = 1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4)  # 1 upcast, bytes/4 not
     entries_per_s = tokens * x.vocab / x.tp / (x.hbm_bandwidth_gbs * 1e9)

@@ -377,8 +377,8 @@ def logits_bytes(x: Inputs, p: ModelParameters):
 
     Full cross-entropy keeps 16-bit logits, an fp32 upcast and the fp32 log-softmax at once (all
     16-bit when the loss runs in the training precision: a model cast to 16 bits without autocast
-    whose code does not upcast, `loss_upcast: false`), and a shifted copy of the upcast logits
-    where the code makes one (`loss_shift_copy`);
+    whose code does not upcast, `loss_upcast: false`); where the code shifts a contiguous copy of
+    them (`loss_shift_copy`), the forward's moment with that copy when it is the larger;
     chunked keeps the 16-bit logits of the whole micro-batch (eager: also each chunk's saved
     log-softmax, in the same precision; a compiled loss recomputes it); a fused kernel keeps only the
     16-bit logits and overwrites them with their gradient; a fused linear cross-entropy
@@ -393,8 +393,12 @@ def logits_bytes(x: Inputs, p: ModelParameters):
     own = ops.where(x.loss_bytes > 0, x.loss_bytes, p.logits_bytes_per_element)
     per_logit = ops.where((x.tp > 1) & (x.loss_parallel_bytes > 0), x.loss_parallel_bytes, own)
     full = per_logit * (1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4))
-    # a shifted contiguous copy of the logits the loss reads, fp32 when upcast (`loss_shift_copy`)
-    full = full + x.loss_shift_copy * ops.where(x.loss_upcast > 0, 4.0, x.activation_bytes)
+    # a shifted contiguous copy of the logits (`loss_shift_copy`) is alive only in the forward, beside
+    # the 16-bit logits the model still returns, their upcast and the log-softmax: e + 4 + 4 + 4 bytes
+    # per logit upcast, 3e in 16 bits. Neither the copy nor the upcast is saved for the backward (a
+    # slice's and a cast's gradients need no input), so the peak is that or the backward's, the larger
+    copied = ops.where(x.loss_upcast > 0, x.activation_bytes + 12.0, 3 * x.activation_bytes)
+    full = full + x.loss_shift_copy * ops.maximum(copied - full, 0.0)
     per_element = ops.where(x.loss_kind == 0, full, ops.where(x.loss_kind == 3, x.activation_bytes, chunked))
     vocab_local = ops.where(x.loss_kind == 2, ops.minimum(x.hidden, x.vocab), x.vocab) / x.tp
     return tokens * vocab_local * per_element

@@ -321,9 +321,10 @@ class TrainingSpec(FrozenSpec):
     transformers before its January 2025 loss change (`shift_logits = logits[..., :-1,
     :].contiguous()` on the fp32-upcast logits, in the Llama-family models' forward and then in
     ForCausalLMLoss, removed by huggingface/transformers#35646) and model code written the same way
-    (Qwen-1's modeling_qwen.py): one more logits-sized tensor at the loss, 4 bytes per logit (the
-    training precision's without `loss_upcast`). false = the labels are shifted instead (today's
-    transformers, torchtitan, torchtune)."""
+    (Qwen-1's modeling_qwen.py). The copy lives only in the forward, beside the 16-bit logits the
+    model returns, their upcast and the log-softmax (e + 12 bytes per logit upcast, 3e in 16 bits),
+    which outlasts the backward's 12 when upcast; it costs its traffic either way. false = the labels
+    are shifted instead (today's transformers, torchtitan, torchtune)."""
     vocab_padding_multiple: int | None = Field(default=None, ge=1, le=65536)
     """The output layer's vocabulary as the stack rounds it up: to a multiple of this on every
     tensor-parallel rank (Megatron-Core's `make-vocab-size-divisible-by` 128, times tp; LitGPT's
