@@ -163,8 +163,13 @@ def test_qwen_72b_qlora_at_8192_fits_once_its_loss_runs_in_fp16(cases):
     native = estimate(case.job)
     upcast = estimate(_with(case, loss_upcast=True))
     tokens, vocab = 8192, 152064
-    # exactly the fp32 log-softmax and its gradients, now 16-bit: 6 bytes per logit
-    difference = (upcast.memory_allocated_gib - native.memory_allocated_gib) * GIB
+    # without the shifted copy, exactly the fp32 log-softmax and its gradients, now 16-bit: 6 bytes per logit
+    plain = estimate(_with(case, loss_shift_copy=False))
+    plain_upcast = estimate(_with(case, loss_shift_copy=False, loss_upcast=True))
+    difference = (plain_upcast.memory_allocated_gib - plain.memory_allocated_gib) * GIB
     assert difference == pytest.approx(tokens * vocab * P.logits_bytes_per_element / 2, rel=1e-9)
+    # with it (modeling_qwen.py), upcast the forward holds 2 + 4 + 4 + 4 bytes per logit, in 16 bits 6
+    difference = (upcast.memory_allocated_gib - native.memory_allocated_gib) * GIB
+    assert difference == pytest.approx(tokens * vocab * 8, rel=1e-9)
     assert native.fits
     assert not upcast.fits
