@@ -35,6 +35,7 @@ from megatron_bridge_hybrid_throughput import NEMOTRON_3_NANO
 from megatron_bridge_moe_throughput import QWEN3_30B
 from parameter_sensitivity import parse_overrides
 from trainrig import estimate, load_job
+from trainrig.catalog.models import load_model
 from trainrig.estimate.params import DEFAULT_PARAMETERS
 
 # moonshotai/Kimi-K2-Base model card, "Model Summary": 61 layers of which 1 dense, attention hidden 7168,
@@ -116,6 +117,20 @@ def hardware(n_gpus: int) -> dict:
     return {"gpu": "H100-SXM5-80GB", "n_gpus": n_gpus, "gpus_per_node": 8, "intra_node": "nvlink4", **network}
 
 
+# AutoModel's own Llama and Qwen2 classes, which NeMoAutoModelForCausalLM.from_pretrained picks before Hugging
+# Face's (_transformers/auto_model.py: ModelRegistry first unless force_hf), fused q/k/v and gate/up into one
+# linear each until 2013a4dd6 (components/models/llama/model.py and qwen2/model.py at 507bfb751 and 822effa16:
+# CombinedQKVAttentionMixin, CombinedGateUpMLP); the framework entry describes the later, separate ones
+COMBINED_PROJECTIONS = {"507bfb751", "822effa16"}
+
+
+def row_model(model, commit: str):
+    """The row's model as the commit's model code built it: fused projections where COMBINED_PROJECTIONS."""
+    if commit not in COMBINED_PROJECTIONS or not isinstance(model, str):
+        return model
+    return load_model(model).model_copy(update={"fused_qkv": True, "fused_gate_up": True})
+
+
 def row_job(model, n_gpus: int, training: dict, framework: str):
     """The job of one table row: FSDP2 (ZeRO 3) over the data-parallel ranks, in pure bf16: the
     models load in bf16 (`torch_dtype: bf16`; `from_config` turns "auto" into bf16,
@@ -136,7 +151,8 @@ def main() -> None:
     errors = []
     print(f"{'row':<42}{'commit':<11}{'measured':>9}{'estimate':>10}{'error':>8}{'GiB':>7}")
     for name, commit, model, n_gpus, training, measured in ROWS:
-        result = estimate(row_job(model, n_gpus, training, args.framework), params, advise_fit=False)
+        result = estimate(row_job(row_model(model, commit), n_gpus, training, args.framework), params,
+                          advise_fit=False)
         error = result.tokens_per_s_per_gpu / measured - 1
         errors.append(abs(error))
         fits = "" if result.fits else " (does not fit)"
