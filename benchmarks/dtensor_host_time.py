@@ -187,9 +187,14 @@ def main() -> None:
         results[key] = fwd, bwd
         print(f"{'LoRA' if key[0] else 'full':4} {key[1]:6}  forward {fwd:8.0f}  backward {bwd:8.0f}")
     linears = 7
-    full = [t - p for t, p in zip(results[False, "tp"], results[False, "plain"], strict=True)]
-    sp = [t - p for t, p in zip(results[False, "tp+sp"], results[False, "tp"], strict=True)]
-    lora = [t - p for t, p in zip(results[True, "tp"], results[True, "plain"], strict=True)]
+
+    def extra(key, over):
+        """(forward, backward) µs that layout `key` takes beyond layout `over`."""
+        return [a - b for a, b in zip(results[key], results[over], strict=True)]
+
+    full = extra((False, "tp"), (False, "plain"))
+    sp = extra((False, "tp+sp"), (False, "tp"))
+    lora = extra((True, "tp"), (True, "plain"))
     print(f"extra per sharded linear (full fine-tune): forward {full[0] / linears:.0f} µs,"
           f" backward {full[1] / linears:.0f} µs")
     print(f"extra per sharded linear with its adapter: forward {lora[0] / linears:.0f} µs,"

@@ -511,7 +511,7 @@ def _logits_times_s(x: Inputs, tokens, gemm):
     a zeroed full-size gradient and copies the shifted one into it: 8 and 12 bytes more (fp32)."""
     forward, backward, _ = gemm["logits"]
     scale = 1 - (1 - x.loss_upcast) * (1 - x.activation_bytes / 4)  # 1 upcast, bytes/4 not
-    entries_per_s = tokens * x.vocab / x.tp / (x.hbm_bandwidth_gbs * 1e9)
-    half = entries_per_s * 6 * scale
-    copy_fwd, copy_bwd = (entries_per_s * b * scale * x.loss_shift_copy for b in (8.0, 12.0))
+    byte_per_entry_s = tokens * x.vocab / x.tp / (x.hbm_bandwidth_gbs * 1e9)  # one byte per local logit
+    half = byte_per_entry_s * 6 * scale
+    copy_fwd, copy_bwd = (byte_per_entry_s * b * scale * x.loss_shift_copy for b in (8.0, 12.0))
     return forward + half + copy_fwd, backward + half + copy_bwd

@@ -94,7 +94,7 @@ class ModelParameters:
     """Host time one linear with DTensor weights adds to a layer's forward in eager tensor
     parallelism (FrameworkSpec.tp_dtensor), over the same linear on plain tensors: DTensor's Python
     dispatch and sharding propagation, the module's input and output hooks and the redistribute
-    calls; its backward adds `DTENSOR_BACKWARD_PER_FORWARD` times as much (host_issue.py). Measured
+    calls; its backward adds `DTENSOR_LINEAR_BACKWARD_PER_FORWARD` times as much (host_issue.py). Measured
     with torch 2.13 on the CPU here, collectives on a fake process group (`python
     benchmarks/dtensor_host_time.py`: 286–307 µs forward and 418–463 backward per linear, tp 2).
     pytorch/pytorch#107305 saw 0.34 ms for one DTensor `aten.addmm` in 2023."""
